@@ -1,0 +1,130 @@
+"""Load the environment configuration: packaged defaults, then a user's config directory or
+scenario file, then keyword overrides; one validation path for all of them."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mission_gym.config.models import (
+    SECTIONS,
+    Engagement,
+    MissionConfig,
+    Reward,
+    Scenario,
+    Sensors,
+    Units,
+    World,
+)
+from mission_gym.config.yaml_io import ConfigError, read_yaml, validate
+
+_MODELS = {
+    "world": World,
+    "scenario": Scenario,
+    "units": Units,
+    "sensors": Sensors,
+    "engagement": Engagement,
+    "reward": Reward,
+}
+
+
+def defaults_dir() -> Path:
+    """The directory of the packaged default YAML files."""
+    return Path(str(resources.files("mission_gym.config") / "defaults"))
+
+
+def deep_merge(base: Any, update: Any) -> Any:
+    """Merge ``update`` into a copy of ``base``: mappings merge key by key, anything else replaces."""
+    if isinstance(base, Mapping) and isinstance(update, Mapping):
+        out = dict(copy.deepcopy(base))
+        for key, value in update.items():
+            out[key] = deep_merge(out[key], value) if key in out else copy.deepcopy(value)
+        return out
+    return copy.deepcopy(update)
+
+
+def suggest(name: str, valid: list[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest valid name, or ``""``."""
+    close = difflib.get_close_matches(name, valid, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def load_config(
+    config_dir: str | Path | None = None,
+    scenario: str | Path | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> MissionConfig:
+    """Build a validated :class:`MissionConfig`.
+
+    :param config_dir: a directory holding any of ``world.yaml``, ``scenario.yaml``, ``units.yaml``,
+        ``sensors.yaml``, ``engagement.yaml``, ``reward.yaml``; each file present is merged over the default
+    :param scenario: a scenario YAML file merged over the scenario section (lists such as ``attackers`` replace)
+    :param overrides: ``{section: {key: value}}`` merged last, e.g. ``{"reward": {"win_bonus": 100.0}}``
+    :raises ConfigError: naming the file (or override) and the key at fault
+    """
+    overrides = dict(overrides or {})
+    unknown = [k for k in overrides if k not in SECTIONS]
+    if unknown:
+        raise ConfigError(
+            f"unknown config section {unknown[0]!r}{suggest(unknown[0], list(SECTIONS))}; valid: {', '.join(SECTIONS)}"
+        )
+    if config_dir is not None and not Path(config_dir).is_dir():
+        raise ConfigError(f"config_dir {str(config_dir)!r} is not a directory")
+
+    sections: dict[str, Any] = {}
+    for name in SECTIONS:
+        data = read_yaml(defaults_dir() / f"{name}.yaml")
+        source = f"{name}.yaml"
+        layers: list[tuple[Any, str]] = []
+        if config_dir is not None and (Path(config_dir) / f"{name}.yaml").is_file():
+            path = Path(config_dir) / f"{name}.yaml"
+            layers.append((read_yaml(path), str(path)))
+        if name == "scenario" and scenario is not None:
+            layers.append((read_yaml(scenario), str(scenario)))
+        if name in overrides:
+            layers.append((overrides[name], f"{name} overrides"))
+        for layer, layer_source in layers:
+            if layer is None:
+                continue
+            if not isinstance(layer, Mapping):
+                raise ConfigError(f"{layer_source}: expected a mapping of keys to values, got {type(layer).__name__}")
+            data = deep_merge(data, layer)
+            source = layer_source
+        sections[name] = validate(_MODELS[name], data, source)
+
+    config = MissionConfig(**sections)
+    check_consistency(config)
+    return config
+
+
+def check_consistency(config: MissionConfig) -> None:
+    """Cross-file checks: unit types and sensors exist, teams match their lists, spawns lie in the arena."""
+    types = config.units.types
+    sensors = config.sensors.root
+    for type_name, unit in types.items():
+        for sensor in unit.sensors:
+            if sensor not in sensors:
+                raise ConfigError(
+                    f"units.yaml: types.{type_name}.sensors: unknown sensor {sensor!r}{suggest(sensor, list(sensors))}"
+                )
+    w, h = config.world.arena.width, config.world.arena.height
+    sc = config.scenario
+    for team, spawns in (("attacker", sc.attackers), ("defender", sc.defenders)):
+        for i, spawn in enumerate(spawns):
+            key = f"scenario.yaml: {team}s.{i}"
+            if spawn.type not in types:
+                raise ConfigError(f"{key}.type: unknown unit type {spawn.type!r}{suggest(spawn.type, list(types))}")
+            if types[spawn.type].team != team:
+                raise ConfigError(f"{key}.type: {spawn.type!r} is a {types[spawn.type].team} type, not a {team}")
+            if not (0 <= spawn.x <= w and 0 <= spawn.y <= h):
+                raise ConfigError(f"{key}: position ({spawn.x}, {spawn.y}) is outside the {w}x{h} arena")
+            if spawn.altitude is not None and spawn.altitude >= types[spawn.type].altitude_bands:
+                raise ConfigError(
+                    f"{key}.altitude: band {spawn.altitude} but {spawn.type} has bands 0..{types[spawn.type].altitude_bands - 1}"
+                )
+    if not (0 <= sc.objective.x <= w and 0 <= sc.objective.y <= h):
+        raise ConfigError(f"scenario.yaml: objective: ({sc.objective.x}, {sc.objective.y}) is outside the {w}x{h} arena")
