@@ -122,9 +122,8 @@ def check_consistency(config: MissionConfig) -> None:
                 raise ConfigError(f"{key}.type: {spawn.type!r} is a {types[spawn.type].team} type, not a {team}")
             if not (0 <= spawn.x <= w and 0 <= spawn.y <= h):
                 raise ConfigError(f"{key}: position ({spawn.x}, {spawn.y}) is outside the {w}x{h} arena")
-            if spawn.altitude is not None and spawn.altitude >= types[spawn.type].altitude_bands:
-                raise ConfigError(
-                    f"{key}.altitude: band {spawn.altitude} but {spawn.type} has bands 0..{types[spawn.type].altitude_bands - 1}"
-                )
+            bands = types[spawn.type].altitude_bands
+            if spawn.altitude is not None and spawn.altitude >= bands:
+                raise ConfigError(f"{key}.altitude: band {spawn.altitude} but {spawn.type} has bands 0..{bands - 1}")
     if not (0 <= sc.objective.x <= w and 0 <= sc.objective.y <= h):
         raise ConfigError(f"scenario.yaml: objective: ({sc.objective.x}, {sc.objective.y}) is outside the {w}x{h} arena")
