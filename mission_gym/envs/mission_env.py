@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,16 @@ SEED_HIGH = 2**63  # a core stream is seeded with a 63-bit draw from the env's G
 def make_config(
     config: MissionConfig | None = None,
     config_dir: str | Path | None = None,
-    scenario: str | Path | None = None,
+    scenario: str | Path | Mapping[str, Any] | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> MissionConfig:
-    """The env's configuration: ``config`` as given, or loaded from files and overrides."""
+    """The env's configuration: ``config`` as given, or loaded from files and overrides.
+
+    ``scenario`` is a scenario file, or a mapping of scenario overrides like any other section.
+    """
+    if isinstance(scenario, Mapping):
+        overrides = {**(overrides or {}), "scenario": scenario}
+        scenario = None
     if config is not None:
         if config_dir is not None or scenario is not None or overrides:
             raise ValueError("pass either config or config_dir/scenario/overrides, not both")

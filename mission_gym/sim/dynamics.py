@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit
 
-from mission_gym.sim.geometry import overlaps_obstacle, wrap_angle
+from mission_gym.sim.geometry import near_obstacles, overlaps_listed, wrap_angle
 from mission_gym.sim.layout import (
     A_SCAN,
     A_TAG,
@@ -16,6 +16,7 @@ from mission_gym.sim.layout import (
     C_DT,
     C_H,
     C_MOB_FRAC,
+    C_REPEAT,
     C_SCAN_CD,
     C_SCAN_DUR,
     C_SCAN_ON,
@@ -55,6 +56,14 @@ def mobility_factor(u: np.ndarray, up: np.ndarray, e: int, i: int, cfg: np.ndarr
 
 
 @njit(cache=True)
+def count_down(timer: float, dt: float) -> float:
+    """A timer after one tick; what float rounding leaves (3.0 - 60 * 0.05 is about 2e-15) counts as 0,
+    so a 3 s cooldown is over after exactly 60 ticks of 0.05 s."""
+    timer -= dt
+    return timer if timer > 1e-9 else 0.0
+
+
+@njit(cache=True)
 def apply_attacker_command(u: np.ndarray, up: np.ndarray, e: int, i: int, action: int, cfg: np.ndarray) -> None:
     """Turn one agent command into target heading/speed, a tag request or a scan."""
     u[e, i, U_TAG_REQ] = 0.0
@@ -76,15 +85,46 @@ def apply_attacker_command(u: np.ndarray, up: np.ndarray, e: int, i: int, action
 
 
 @njit(cache=True)
-def tick_units(u: np.ndarray, up: np.ndarray, e: int, circles: np.ndarray, rects: np.ndarray, cfg: np.ndarray) -> None:
-    """Advance every unit of env ``e`` by one physics tick."""
+def list_near_obstacles(
+    u: np.ndarray,
+    up: np.ndarray,
+    e: int,
+    circles: np.ndarray,
+    rects: np.ndarray,
+    cfg: np.ndarray,
+    near_c: np.ndarray,
+    n_c: np.ndarray,
+    near_r: np.ndarray,
+    n_r: np.ndarray,
+) -> None:
+    """Per unit of env ``e``, the obstacles it could touch during this env step (``near_*[unit, :n_*[unit]]``)."""
+    travel = cfg[C_DT] * cfg[C_REPEAT]
+    for i in range(u.shape[1]):
+        reach = up[i, P_RADIUS] + up[i, P_MAX_SPEED] * travel + 1e-6
+        n_c[i], n_r[i] = near_obstacles(u[e, i, U_X], u[e, i, U_Y], reach, circles, rects, near_c[i], near_r[i])
+
+
+@njit(cache=True)
+def tick_units(
+    u: np.ndarray,
+    up: np.ndarray,
+    e: int,
+    circles: np.ndarray,
+    rects: np.ndarray,
+    cfg: np.ndarray,
+    near_c: np.ndarray,
+    n_c: np.ndarray,
+    near_r: np.ndarray,
+    n_r: np.ndarray,
+) -> None:
+    """Advance every unit of env ``e`` by one physics tick (obstacle lists from :func:`list_near_obstacles`)."""
     dt = cfg[C_DT]
     width = cfg[C_W]
     height = cfg[C_H]
     for i in range(u.shape[1]):
-        u[e, i, U_TAG_CD] = max(u[e, i, U_TAG_CD] - dt, 0.0)
-        u[e, i, U_SCAN_CD] = max(u[e, i, U_SCAN_CD] - dt, 0.0)
-        u[e, i, U_SCAN_T] = max(u[e, i, U_SCAN_T] - dt, 0.0)
+        u[e, i, U_TAG_CD] = count_down(u[e, i, U_TAG_CD], dt)
+        u[e, i, U_SCAN_CD] = count_down(u[e, i, U_SCAN_CD], dt)
+        u[e, i, U_SCAN_T] = count_down(u[e, i, U_SCAN_T], dt)
         if u[e, i, U_ALIVE] == 0.0:
             u[e, i, U_SPEED] = 0.0
             continue
@@ -119,7 +159,7 @@ def tick_units(u: np.ndarray, up: np.ndarray, e: int, circles: np.ndarray, rects
         nx = min(max(x + speed * math.cos(head) * dt, r), width - r)
         ny = min(max(y + speed * math.sin(head) * dt, r), height - r)
         blocks = up[i, P_AIR] == 0.0 or u[e, i, U_ALT] == 0.0
-        if blocks and overlaps_obstacle(nx, ny, r, circles, rects):
+        if blocks and overlaps_listed(nx, ny, r, circles, rects, near_c[i], n_c[i], near_r[i], n_r[i]):
             u[e, i, U_SPEED] = 0.0
             u[e, i, U_COLLIDED] = 1.0  # one event per unit per env step, however many ticks
             continue

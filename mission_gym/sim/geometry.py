@@ -29,31 +29,84 @@ def wrap_angle(a: float) -> float:
     return a - math.pi
 
 
+@njit(cache=True, inline="always")
+def _circle_overlap(x: float, y: float, radius: float, circles: np.ndarray, i: int) -> bool:
+    dx = x - circles[i, 0]
+    dy = y - circles[i, 1]
+    rr = circles[i, 2] + radius
+    return dx * dx + dy * dy < rr * rr
+
+
+@njit(cache=True, inline="always")
+def _rect_overlap(x: float, y: float, radius: float, rects: np.ndarray, i: int) -> bool:
+    dx = x - rects[i, RECT_X]
+    dy = y - rects[i, RECT_Y]
+    c = rects[i, RECT_COS]
+    s = rects[i, RECT_SIN]
+    lx = c * dx + s * dy
+    ly = -s * dx + c * dy
+    hw = rects[i, RECT_HW]
+    hh = rects[i, RECT_HH]
+    ex = lx - min(max(lx, -hw), hw)
+    ey = ly - min(max(ly, -hh), hh)
+    return ex * ex + ey * ey < radius * radius
+
+
 @njit(cache=True)
 def overlaps_obstacle(x: float, y: float, radius: float, circles: np.ndarray, rects: np.ndarray) -> bool:
     """Whether a disc of ``radius`` at (x, y) overlaps any obstacle."""
     for i in range(circles.shape[0]):
-        dx = x - circles[i, 0]
-        dy = y - circles[i, 1]
-        rr = circles[i, 2] + radius
-        if dx * dx + dy * dy < rr * rr:
+        if _circle_overlap(x, y, radius, circles, i):
             return True
     for i in range(rects.shape[0]):
-        dx = x - rects[i, RECT_X]
-        dy = y - rects[i, RECT_Y]
-        c = rects[i, RECT_COS]
-        s = rects[i, RECT_SIN]
-        lx = c * dx + s * dy
-        ly = -s * dx + c * dy
-        hw = rects[i, RECT_HW]
-        hh = rects[i, RECT_HH]
-        qx = min(max(lx, -hw), hw)
-        qy = min(max(ly, -hh), hh)
-        ex = lx - qx
-        ey = ly - qy
-        if ex * ex + ey * ey < radius * radius:
+        if _rect_overlap(x, y, radius, rects, i):
             return True
     return False
+
+
+@njit(cache=True)
+def overlaps_listed(
+    x: float,
+    y: float,
+    radius: float,
+    circles: np.ndarray,
+    rects: np.ndarray,
+    near_c: np.ndarray,
+    n_c: int,
+    near_r: np.ndarray,
+    n_r: int,
+) -> bool:
+    """:func:`overlaps_obstacle` restricted to the listed obstacles (see :func:`near_obstacles`)."""
+    for n in range(n_c):
+        if _circle_overlap(x, y, radius, circles, near_c[n]):
+            return True
+    for n in range(n_r):
+        if _rect_overlap(x, y, radius, rects, near_r[n]):
+            return True
+    return False
+
+
+@njit(cache=True)
+def near_obstacles(
+    x: float, y: float, reach: float, circles: np.ndarray, rects: np.ndarray, near_c: np.ndarray, near_r: np.ndarray
+) -> tuple[int, int]:
+    """List into ``near_c``/``near_r`` the obstacles that come within ``reach`` of (x, y); returns their counts.
+
+    Hot loops test only these, which is most of the speed of the movement and lidar kernels.
+    """
+    n_c = 0
+    for i in range(circles.shape[0]):
+        r = reach + circles[i, 2]
+        if (circles[i, 0] - x) ** 2 + (circles[i, 1] - y) ** 2 < r * r:
+            near_c[n_c] = i
+            n_c += 1
+    n_r = 0
+    for i in range(rects.shape[0]):
+        r = reach + math.hypot(rects[i, RECT_HW], rects[i, RECT_HH])
+        if (rects[i, RECT_X] - x) ** 2 + (rects[i, RECT_Y] - y) ** 2 < r * r:
+            near_r[n_r] = i
+            n_r += 1
+    return n_c, n_r
 
 
 @njit(cache=True)
@@ -114,12 +167,22 @@ def segment_blocked(x0: float, y0: float, x1: float, y1: float, circles: np.ndar
 
 
 @njit(cache=True)
-def ray_distance(
-    x: float, y: float, angle: float, max_range: float, circles: np.ndarray, rects: np.ndarray, width: float, height: float
+def _ray_cast(
+    x: float,
+    y: float,
+    dx: float,
+    dy: float,
+    max_range: float,
+    circles: np.ndarray,
+    rects: np.ndarray,
+    width: float,
+    height: float,
+    near_c: np.ndarray,
+    n_c: int,
+    near_r: np.ndarray,
+    n_r: int,
 ) -> float:
-    """Distance along a ray from (x, y) to the first obstacle or arena wall, capped at ``max_range``."""
-    dx = math.cos(angle)
-    dy = math.sin(angle)
+    """Distance along the unit ray (dx, dy) to the first wall or listed obstacle, capped at ``max_range``."""
     best = max_range
     # arena walls
     if dx > 1e-12:
@@ -130,7 +193,8 @@ def ray_distance(
         best = min(best, (height - y) / dy)
     elif dy < -1e-12:
         best = min(best, -y / dy)
-    for i in range(circles.shape[0]):
+    for n in range(n_c):
+        i = near_c[n]
         ox = x - circles[i, 0]
         oy = y - circles[i, 1]
         r = circles[i, 2]
@@ -138,12 +202,15 @@ def ray_distance(
         c = ox * ox + oy * oy - r * r
         if c <= 0.0:
             return 0.0  # inside the obstacle
+        if b >= 0.0:
+            continue  # outside and pointing away
         disc = b * b - c
         if disc >= 0.0:
             t = -b - math.sqrt(disc)
-            if 0.0 <= t < best:
+            if t < best:
                 best = t
-    for i in range(rects.shape[0]):
+    for n in range(n_r):
+        i = near_r[n]
         c = rects[i, RECT_COS]
         s = rects[i, RECT_SIN]
         px = x - rects[i, RECT_X]
@@ -178,3 +245,45 @@ def ray_distance(
         if hit and t0 < best:
             best = t0
     return max(best, 0.0)
+
+
+@njit(cache=True)
+def ray_distance(
+    x: float, y: float, angle: float, max_range: float, circles: np.ndarray, rects: np.ndarray, width: float, height: float
+) -> float:
+    """Distance along a ray from (x, y) to the first obstacle or arena wall, capped at ``max_range``."""
+    near_c = np.arange(circles.shape[0])
+    near_r = np.arange(rects.shape[0])
+    dx = math.cos(angle)
+    dy = math.sin(angle)
+    return _ray_cast(x, y, dx, dy, max_range, circles, rects, width, height, near_c, near_c.shape[0], near_r, near_r.shape[0])
+
+
+@njit(cache=True)
+def ray_fan(
+    x: float,
+    y: float,
+    heading: float,
+    n_rays: int,
+    max_range: float,
+    circles: np.ndarray,
+    rects: np.ndarray,
+    width: float,
+    height: float,
+    near_c: np.ndarray,
+    near_r: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """``n_rays`` evenly spaced rays from ``heading``, written to ``out[:n_rays]`` as ranges / max_range.
+
+    Obstacles out of reach are dropped once for the whole fan, so each ray tests only the few
+    that can matter (``near_c``/``near_r`` are scratch index arrays at least as long as the obstacle lists).
+    """
+    n_c, n_r = near_obstacles(x, y, max_range, circles, rects, near_c, near_r)
+    dx = math.cos(heading)
+    dy = math.sin(heading)
+    cs = math.cos(2.0 * math.pi / n_rays)
+    ss = math.sin(2.0 * math.pi / n_rays)
+    for r in range(n_rays):
+        out[r] = _ray_cast(x, y, dx, dy, max_range, circles, rects, width, height, near_c, n_c, near_r, n_r) / max_range
+        dx, dy = dx * cs - dy * ss, dx * ss + dy * cs  # rotate to the next ray without more trig

@@ -8,7 +8,7 @@ import math
 import numpy as np
 from numba import njit
 
-from mission_gym.sim.geometry import ray_distance
+from mission_gym.sim.geometry import ray_fan
 from mission_gym.sim.layout import (
     C_CAPTURE_TIME,
     C_H,
@@ -58,8 +58,10 @@ def write_observation(
     circles: np.ndarray,
     rects: np.ndarray,
     cfg: np.ndarray,
+    near_c: np.ndarray,
+    near_r: np.ndarray,
 ) -> None:
-    """Fill ``obs[e]``."""
+    """Fill ``obs[e]`` (``near_c``/``near_r``: int64 scratch arrays as long as the obstacle lists)."""
     w = cfg[C_W]
     h = cfg[C_H]
     diag = math.hypot(w, h)
@@ -103,10 +105,9 @@ def write_observation(
         obs[e, k + 11] = (oy - y) / h
         obs[e, k + 12] = math.hypot(ox - x, oy - y) / diag
         k += 13
-        for r in range(n_rays):
-            angle = head + 2.0 * math.pi * r / n_rays
-            obs[e, k] = ray_distance(x, y, angle, lidar_range, circles, rects, w, h) / lidar_range
-            k += 1
+        if n_rays > 0:
+            ray_fan(x, y, head, n_rays, lidar_range, circles, rects, w, h, near_c, near_r, obs[e, k : k + n_rays])
+            k += n_rays
 
     t = ev[e, E_TIME]
     horizon = cfg[C_LAST_SEEN_H]

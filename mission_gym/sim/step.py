@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit
 
 from mission_gym.sim.defenders import defenders_decide
-from mission_gym.sim.dynamics import apply_attacker_command, tick_units
+from mission_gym.sim.dynamics import apply_attacker_command, list_near_obstacles, tick_units
 from mission_gym.sim.engagement import resolve_tags
 from mission_gym.sim.episode import capture_tick, finish_step, reset_env
 from mission_gym.sim.layout import (
@@ -55,6 +55,13 @@ def step_batch(
     """One env step (``action_repeat`` physics ticks) of every env; finished envs are left as they are."""
     n_a = actions.shape[1]
     tag_stats = np.zeros(7)
+    near_c = np.empty(circles.shape[0], dtype=np.int64)
+    near_r = np.empty(rects.shape[0], dtype=np.int64)
+    n_units = u.shape[1]
+    unit_near_c = np.empty((n_units, circles.shape[0]), dtype=np.int64)
+    unit_near_r = np.empty((n_units, rects.shape[0]), dtype=np.int64)
+    unit_n_c = np.zeros(n_units, dtype=np.int64)
+    unit_n_r = np.zeros(n_units, dtype=np.int64)
     dt = cfg[C_DT]
     repeat = int(cfg[C_REPEAT])
     for e in range(u.shape[0]):
@@ -71,8 +78,9 @@ def step_batch(
         ev[e, E_IN_ZONE] = 0.0
         for i in range(u.shape[1]):
             u[e, i, U_COLLIDED] = 0.0
+        list_near_obstacles(u, up, e, circles, rects, cfg, unit_near_c, unit_n_c, unit_near_r, unit_n_r)
         for _ in range(repeat):
-            tick_units(u, up, e, circles, rects, cfg)
+            tick_units(u, up, e, circles, rects, cfg, unit_near_c, unit_n_c, unit_near_r, unit_n_r)
             ev[e, E_TIME] += dt
             capture_tick(u, up, ev, e, n_a, dt, cfg)
             if ev[e, E_CAPTURE] >= cfg[C_CAPTURE_TIME]:
@@ -84,7 +92,7 @@ def step_batch(
         outcome = ev[e, E_OUTCOME]
         terminated[e] = outcome == O_CAPTURED or outcome == O_ALL_DISABLED
         truncated[e] = outcome != O_NONE and not terminated[e]
-        write_observation(obs, u, up, ev, kd, e, n_a, circles, rects, cfg)
+        write_observation(obs, u, up, ev, kd, e, n_a, circles, rects, cfg, near_c, near_r)
 
 
 @njit(cache=True)
@@ -111,8 +119,10 @@ def reset_batch(
     obs: np.ndarray,
 ) -> None:
     """Start new episodes in the listed envs and write their first observations."""
+    near_c = np.empty(circles.shape[0], dtype=np.int64)
+    near_r = np.empty(rects.shape[0], dtype=np.int64)
     for idx in range(env_ids.shape[0]):
         e = env_ids[idx]
         reset_env(u, up, ev, dm, wps, base_wps, n_wp, kd, ka, rt, rsum, e, n_a, circles, rects, cfg, rings, rng)
         update_detection(u, up, sp, ev, kd, ka, e, n_a, circles, rects, cfg, rng)
-        write_observation(obs, u, up, ev, kd, e, n_a, circles, rects, cfg)
+        write_observation(obs, u, up, ev, kd, e, n_a, circles, rects, cfg, near_c, near_r)
