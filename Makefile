@@ -1,0 +1,50 @@
+# Two commands for a fresh clone:  `make train` (set up, then a short training run sized to this
+# machine) and `make test` (set up, then lint and the default test suite).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Without an NVIDIA GPU the CPU build of torch is enough and far smaller than the CUDA one.
+TORCH_CPU ?= torch==2.13.0
+TIMESTEPS ?=
+RUN_ARGS ?=
+
+.PHONY: setup train test test-slow lint format bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	@if command -v nvidia-smi >/dev/null 2>&1; then \
+		echo "NVIDIA GPU found: installing torch with CUDA"; \
+	else \
+		echo "no NVIDIA GPU: installing $(TORCH_CPU) first"; \
+		$(BIN)/python -m pip install --quiet "$(TORCH_CPU)"; \
+	fi
+	$(BIN)/python -m pip install --quiet -e ".[dev,play]"
+	touch $(STAMP)
+
+train: setup
+	$(BIN)/python -m mission_gym.scripts.train_ppo --preset auto $(if $(TIMESTEPS),--timesteps $(TIMESTEPS)) $(RUN_ARGS)
+
+test: setup
+	$(BIN)/ruff check mission_gym tests tools
+	$(BIN)/python -m pytest -q
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m slow
+
+lint: setup
+	$(BIN)/ruff check mission_gym tests tools
+	$(BIN)/ruff format --check mission_gym tests tools
+
+format: setup
+	$(BIN)/ruff format mission_gym tests tools
+	$(BIN)/ruff check --fix mission_gym tests tools
+
+bench: setup
+	$(BIN)/python -m mission_gym.scripts.bench --mode env
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
