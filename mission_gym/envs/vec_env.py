@@ -84,6 +84,12 @@ class MissionVecEnv(VecEnv):
         if seed is not None:
             self.seed(seed)
 
+    def seed_envs(self, seeds: Sequence[int | None]) -> None:
+        """Seed each env on its own value at the next ``reset()`` (``seed()`` uses ``seed + i``)."""
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"expected {self.num_envs} seeds, got {len(seeds)}")
+        self._seeds = list(seeds)
+
     # --- VecEnv API --------------------------------------------------------------------------------
     def reset(self) -> np.ndarray:
         states = np.zeros(self.num_envs, dtype=np.uint64)

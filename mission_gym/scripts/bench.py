@@ -8,7 +8,6 @@ whose ratios come from the same run.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import sys
 import time
@@ -16,6 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from mission_gym.config.loader import suggest
+from mission_gym.scripts.cli import CliParser, fail
 
 ENV_KINDS: tuple[str, ...] = ("single", "dummy", "subproc", "native")
 DEFAULT_N_ENVS: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
@@ -135,8 +137,8 @@ def write_csv(rows: list[dict[str, object]], path: Path) -> None:
         writer.writerows(rows)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def build_parser() -> CliParser:
+    p = CliParser(
         prog="python -m mission_gym.scripts.bench",
         description="Mission Gym throughput benchmark: env steps/s per vec-env kind and n_envs.",
     )
@@ -155,13 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     bad = [k for k in args.vec_env if k not in ENV_KINDS]
     if bad:
-        from mission_gym.config.loader import suggest
-
-        print(f"error: --vec-env {bad[0]!r} is not valid{suggest(bad[0], list(ENV_KINDS))}; valid: {', '.join(ENV_KINDS)}")
-        return 2
+        return fail(f"--vec-env {bad[0]!r} is not valid{suggest(bad[0], list(ENV_KINDS))}; valid: {', '.join(ENV_KINDS)}")
     if any(n < 1 for n in args.n_envs) or args.seconds <= 0:
-        print("error: --n-envs values and --seconds must be positive")
-        return 2
+        return fail(f"--n-envs values and --seconds must be positive (got {args.n_envs}, {args.seconds})")
     rows = run_env_sweep(args.vec_env, sorted(set(args.n_envs)), args.seconds, args.max_subproc)
     print_table(rows, "Mission Gym env steps/s (one env step = 5 physics ticks of every unit; random actions)")
     if args.csv:

@@ -1,0 +1,172 @@
+"""Evaluation on fixed held-out seeds: win rate with a Wilson interval, outcome counts, returns and
+mean episode metrics, for a trained agent or a scripted baseline, on Mission Gym or any Gymnasium id.
+
+Seed lists never overlap: training seeds its envs from ``--seed`` upward (small numbers), in-training
+evaluation uses :data:`EVAL_SEED_BASE` upward and held-out evaluation :data:`HELD_OUT_SEED_BASE` upward.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+EVAL_SEED_BASE = 500_000_000  # in-training evaluation (EvalCallback) episodes
+HELD_OUT_SEED_BASE = 900_000_000  # `evaluate`: never seen in training or in-training evaluation
+MAX_BATCH = 256  # Mission Gym episodes run side by side in one MissionVecEnv
+
+PredictFn = Callable[[np.ndarray], np.ndarray]
+
+
+def held_out_seeds(n: int, base: int = HELD_OUT_SEED_BASE) -> list[int]:
+    """The first ``n`` seeds of a fixed list."""
+    return [base + k for k in range(n)]
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (95% by default)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@dataclass
+class EvalResult:
+    """What ``evaluate`` reports."""
+
+    env_id: str
+    policy: str
+    episodes: int
+    seeds: list[int]
+    mean_return: float
+    std_return: float
+    mean_length: float
+    win_rate: float | None = None
+    win_ci95: tuple[float, float] | None = None
+    outcomes: dict[str, int] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    reward_terms: dict[str, float] = field(default_factory=dict)
+    returns: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _mean_metrics(all_metrics: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
+    """Average every scalar numeric metric over the episodes that report it, and the reward-term sums."""
+    sums: dict[str, list[float]] = {}
+    terms: dict[str, list[float]] = {}
+    for m in all_metrics:
+        for key, value in m.items():
+            if isinstance(value, bool | int | float) and not isinstance(value, str):
+                sums.setdefault(key, []).append(float(value))
+        for key, value in m.get("reward_terms", {}).items():
+            terms.setdefault(key, []).append(float(value))
+    return {k: float(np.mean(v)) for k, v in sums.items()}, {k: float(np.mean(v)) for k, v in terms.items()}
+
+
+def evaluate_mission(
+    predict: PredictFn,
+    n_episodes: int,
+    seeds: list[int] | None = None,
+    policy_name: str = "model",
+    env_kwargs: dict[str, Any] | None = None,
+) -> EvalResult:
+    """Play ``n_episodes`` Mission Gym episodes (episode k on seed ``seeds[k]``), many side by side.
+
+    :param predict: maps an observation batch ``(n, obs_dim)`` to actions ``(n, n_attackers)``
+    :param n_episodes: number of episodes
+    :param seeds: one seed per episode (default: the held-out list)
+    :param env_kwargs: ``MissionVecEnv`` keyword arguments (config_dir, scenario, section overrides)
+    """
+    from mission_gym.envs import ENV_ID, MissionVecEnv
+
+    seeds = seeds if seeds is not None else held_out_seeds(n_episodes)
+    returns: list[float] = []
+    lengths: list[int] = []
+    metrics: list[dict[str, Any]] = []
+    for start in range(0, n_episodes, MAX_BATCH):
+        wave = seeds[start : start + MAX_BATCH]
+        venv = MissionVecEnv(len(wave), **(env_kwargs or {}))
+        venv.seed_envs(wave)
+        obs = venv.reset()
+        done = np.zeros(len(wave), dtype=bool)
+        ep_return = np.zeros(len(wave))
+        results: list[dict[str, Any] | None] = [None] * len(wave)
+        while not done.all():
+            obs, rewards, dones, infos = venv.step(predict(obs))
+            ep_return += np.where(done, 0.0, rewards)
+            for i in np.flatnonzero(dones & ~done):
+                results[i] = infos[i]["episode_metrics"]
+                done[i] = True
+        for i, m in enumerate(results):
+            assert m is not None
+            metrics.append(m)
+            returns.append(float(ep_return[i]))
+            lengths.append(int(m["steps"]))
+    wins = sum(int(m["win"]) for m in metrics)
+    mean_metrics, mean_terms = _mean_metrics(metrics)
+    return EvalResult(
+        env_id=ENV_ID,
+        policy=policy_name,
+        episodes=n_episodes,
+        seeds=list(seeds),
+        mean_return=float(np.mean(returns)),
+        std_return=float(np.std(returns)),
+        mean_length=float(np.mean(lengths)),
+        win_rate=wins / n_episodes,
+        win_ci95=wilson_interval(wins, n_episodes),
+        outcomes=dict(Counter(str(m["outcome"]) for m in metrics)),
+        metrics=mean_metrics,
+        reward_terms=mean_terms,
+        returns=returns,
+    )
+
+
+def evaluate_gym(
+    predict: PredictFn,
+    env_id: str,
+    n_episodes: int,
+    seeds: list[int] | None = None,
+    policy_name: str = "model",
+    env_kwargs: dict[str, Any] | None = None,
+) -> EvalResult:
+    """Play ``n_episodes`` of any Gymnasium id one after another (episode k on seed ``seeds[k]``)."""
+    import gymnasium as gym
+
+    seeds = seeds if seeds is not None else held_out_seeds(n_episodes)
+    env = gym.make(env_id, **(env_kwargs or {}))
+    returns: list[float] = []
+    lengths: list[int] = []
+    try:
+        for seed in seeds[:n_episodes]:
+            obs, _ = env.reset(seed=seed)
+            total, steps, done = 0.0, 0, False
+            while not done:
+                action = predict(obs[None])[0]
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total += float(reward)
+                steps += 1
+                done = terminated or truncated
+            returns.append(total)
+            lengths.append(steps)
+    finally:
+        env.close()
+    return EvalResult(
+        env_id=env_id,
+        policy=policy_name,
+        episodes=n_episodes,
+        seeds=list(seeds[:n_episodes]),
+        mean_return=float(np.mean(returns)),
+        std_return=float(np.std(returns)),
+        mean_length=float(np.mean(lengths)),
+        returns=returns,
+    )

@@ -1,0 +1,30 @@
+"""What every command-line tool shares: an argument parser whose errors are one clear line
+(naming the bad value, what is valid and the closest valid name) with exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import NoReturn
+
+from mission_gym.config.loader import suggest
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '?([^'()]*?)'? \(choose from (.*)\)")
+
+
+class CliParser(argparse.ArgumentParser):
+    """``argparse.ArgumentParser`` that reports bad input on a single line (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        match = _INVALID_CHOICE.search(message)
+        if match:
+            valid = [c.strip().strip("'\"") for c in match.group(2).split(",")]
+            message = f"{message}{suggest(match.group(1), valid)}"
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def fail(message: str) -> int:
+    """Print one ``error:`` line to stderr and return exit status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
