@@ -142,6 +142,8 @@ def defenders_decide(
             for a in range(n_a):
                 if u[e, a, U_ALIVE] == 0.0 or ka[e, a, A_EVER] == 0.0:
                     continue
+                if ka[e, a, A_VIS] > 0.0 and t - ka[e, a, A_SINCE] < delay - 1e-9:
+                    continue  # seen now, but this defender has not reacted to it yet
                 seen_t = ka[e, a, A_SEEN_T]
                 if t - seen_t <= cfg[C_MEMORY] + 1e-9 and seen_t > freshest:
                     freshest = seen_t
