@@ -49,8 +49,9 @@ def deep_merge(base: Any, update: Any) -> Any:
 
 def suggest(name: str, valid: list[str]) -> str:
     """``" (did you mean 'x'?)"`` for the closest valid name, or ``""``."""
-    close = difflib.get_close_matches(name, valid, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    by_lower = {v.lower(): v for v in valid}  # case does not count against a name: 'uav_b' -> 'UAV_B'
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
+    return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
 
 def load_config(
@@ -76,6 +77,7 @@ def load_config(
         raise ConfigError(f"config_dir {str(config_dir)!r} is not a directory")
 
     sections: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for name in SECTIONS:
         data = read_yaml(defaults_dir() / f"{name}.yaml")
         source = f"{name}.yaml"
@@ -95,27 +97,34 @@ def load_config(
             data = deep_merge(data, layer)
             source = layer_source
         sections[name] = validate(_MODELS[name], data, source)
+        sources[name] = source
 
     config = MissionConfig(**sections)
-    check_consistency(config)
+    check_consistency(config, sources)
     return config
 
 
-def check_consistency(config: MissionConfig) -> None:
-    """Cross-file checks: unit types and sensors exist, teams match their lists, spawns lie in the arena."""
+def check_consistency(config: MissionConfig, sources: Mapping[str, str] | None = None) -> None:
+    """Cross-file checks: unit types and sensors exist, teams match their lists, spawns lie in the arena.
+
+    :param sources: per section, the file (or override) to name in errors; ``<section>.yaml`` by default
+    """
+    sources = sources or {}
+    units_src = sources.get("units", "units.yaml")
+    scenario_src = sources.get("scenario", "scenario.yaml")
     types = config.units.types
     sensors = config.sensors.root
     for type_name, unit in types.items():
         for sensor in unit.sensors:
             if sensor not in sensors:
                 raise ConfigError(
-                    f"units.yaml: types.{type_name}.sensors: unknown sensor {sensor!r}{suggest(sensor, list(sensors))}"
+                    f"{units_src}: types.{type_name}.sensors: unknown sensor {sensor!r}{suggest(sensor, list(sensors))}"
                 )
     w, h = config.world.arena.width, config.world.arena.height
     sc = config.scenario
     for team, spawns in (("attacker", sc.attackers), ("defender", sc.defenders)):
         for i, spawn in enumerate(spawns):
-            key = f"scenario.yaml: {team}s.{i}"
+            key = f"{scenario_src}: {team}s.{i}"
             if spawn.type not in types:
                 raise ConfigError(f"{key}.type: unknown unit type {spawn.type!r}{suggest(spawn.type, list(types))}")
             if types[spawn.type].team != team:
@@ -126,4 +135,4 @@ def check_consistency(config: MissionConfig) -> None:
             if spawn.altitude is not None and spawn.altitude >= bands:
                 raise ConfigError(f"{key}.altitude: band {spawn.altitude} but {spawn.type} has bands 0..{bands - 1}")
     if not (0 <= sc.objective.x <= w and 0 <= sc.objective.y <= h):
-        raise ConfigError(f"scenario.yaml: objective: ({sc.objective.x}, {sc.objective.y}) is outside the {w}x{h} arena")
+        raise ConfigError(f"{scenario_src}: objective: ({sc.objective.x}, {sc.objective.y}) is outside the {w}x{h} arena")

@@ -72,7 +72,9 @@ def format_validation_error(exc: ValidationError, source: str) -> str:
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         got = err.get("input")
-        got_txt = "" if err["type"] in ("extra_forbidden", "missing") else f" (got {got!r})"
+        # a whole section's values say nothing that the reason does not (model-level checks name their fields)
+        quiet = err["type"] in ("extra_forbidden", "missing") or isinstance(got, dict)
+        got_txt = "" if quiet else f" (got {got!r})"
         lines.append(f"{source}: {key}: {msg}{got_txt}")
     return "; ".join(lines)
 
