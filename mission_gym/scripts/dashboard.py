@@ -1,0 +1,83 @@
+"""Write the HTML dashboards of training runs: ``runs/<run>/dashboard.html`` and ``runs/index.html``.
+
+Examples::
+
+    python -m mission_gym.scripts.dashboard                  # every run under runs/, and the index
+    python -m mission_gym.scripts.dashboard my_run           # one run, and the index
+    python -m mission_gym.scripts.dashboard --watch 10       # keep refreshing every 10 s (Ctrl-C stops)
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+import time
+from pathlib import Path
+
+from mission_gym.dashboard import write_dashboards
+from mission_gym.dashboard.runs import is_run_dir, list_runs
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line, exit status 2."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m mission_gym.scripts.dashboard",
+        description="Write self-contained HTML dashboards (no network needed to view them) for one run or all runs.",
+    )
+    parser.add_argument("run", nargs="?", help="run name under --runs-dir, or a run directory (default: every run)")
+    parser.add_argument("--runs-dir", default="runs", help="directory holding the run directories (default: runs)")
+    parser.add_argument("--watch", type=float, default=0.0, metavar="S", help="rewrite the pages every S seconds until Ctrl-C")
+    return parser.parse_args(argv)
+
+
+def resolve(run: str | None, runs_dir: str) -> tuple[Path, Path | None]:
+    """The runs directory and the run directory (None = all runs) named on the command line.
+
+    :param run: a run name or a run directory path, or None
+    :param runs_dir: the ``--runs-dir`` value
+    :raises UsageError: when either does not exist (with the closest run names)
+    """
+    root = Path(runs_dir)
+    if run is not None and is_run_dir(run) and not (root / run).is_dir():
+        path = Path(run)
+        return path.parent, path
+    if not root.is_dir():
+        raise UsageError(f"runs directory {runs_dir!r} does not exist; pass --runs-dir DIR")
+    if run is None:
+        return root, None
+    if is_run_dir(root / run):
+        return root, root / run
+    names = [p.name for p in list_runs(root)]
+    close = difflib.get_close_matches(run, names, n=3)
+    hint = (
+        f"; did you mean {', '.join(close)}?" if close else (f"; runs: {', '.join(names[:10])}" if names else "; no runs yet")
+    )
+    raise UsageError(f"no run {run!r} in {runs_dir!r}{hint}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        runs_dir, run = resolve(args.run, args.runs_dir)
+        if args.watch < 0:
+            raise UsageError(f"--watch must be >= 0 seconds, got {args.watch}")
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        while True:
+            for page in write_dashboards(runs_dir, run):
+                print(page)
+            if not args.watch:
+                return 0
+            time.sleep(args.watch)
+    except KeyboardInterrupt:  # the way to stop --watch
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
