@@ -11,6 +11,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.vec_env import VecMonitor
 
 from mission_gym.baselines import make_policy
+from mission_gym.config import REWARD_TERMS
 from mission_gym.envs import ENV_ID, MissionEnv, MissionVecEnv
 
 SHORT = {"world": {"physics": {"episode_seconds": 2.5}}}  # episodes of 10 steps (timeout)
@@ -268,6 +269,7 @@ def test_vec_env_equals_single_envs_over_two_episodes_each(seed):
             obs, reward, terminated, truncated, info = singles[i].step(actions[i])
             assert vrewards[i] == np.float32(reward), (i, steps)
             assert vdones[i] == (terminated or truncated), (i, steps)
+            assert dict(zip(REWARD_TERMS, vec.reward_terms[i].tolist())) == info["reward_terms"]
             if not vdones[i]:
                 assert vinfos[i] == {}
                 np.testing.assert_array_equal(vobs[i], obs)

@@ -612,14 +612,19 @@ def test_reward_terms_sum_exactly_to_the_reward_over_whole_episodes(seed):
             assert info["outcome"] is None
 
 
-def test_vec_reward_terms_sum_to_the_reward():
-    env = MissionVecEnv(n_envs=4, seed=3)
+def test_vec_reward_terms_sum_to_the_reward_including_the_last_step():
+    env = MissionVecEnv(n_envs=4, seed=3, world={"physics": {"episode_seconds": 10.0}})
     policy = make_policy("random", env.config, seed=0)
     obs = env.reset()
-    for _ in range(150):
-        obs, rewards, _, _ = env.step(policy(obs))
-        totals = env.reward_terms.sum(axis=1)
-        assert np.array_equal(rewards, totals.astype(np.float32))
+    ended = 0
+    for _ in range(100):
+        obs, rewards, dones, infos = env.step(policy(obs))
+        np.testing.assert_array_equal(rewards, env.reward_terms.sum(axis=1).astype(np.float32))
+        for i in np.flatnonzero(dones):  # the ended episode's last terms survive its auto-reset
+            ended += 1
+            terms = env.env_method("reward_terms", indices=[i])[0]
+            assert terms["outcome_penalty"] < 0.0 and np.float32(left_fold_sum(terms.values())) == rewards[i]
+    assert ended >= 4
 
 
 # --- defenders ------------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
-from mission_gym.config import MissionConfig
+from mission_gym.config import REWARD_TERMS, MissionConfig
 from mission_gym.envs.mission_env import SEED_HIGH, MissionEnv, action_space, make_config, observation_space
 from mission_gym.sim import MissionCore
 
@@ -38,7 +38,7 @@ class _EnvView:
         return self._vec_env.core.episode_metrics(self.index)
 
     def reward_terms(self) -> dict[str, float]:
-        return self._vec_env.core.reward_terms(self.index)
+        return dict(zip(REWARD_TERMS, self._vec_env.reward_terms[self.index].tolist()))
 
     def snapshot(self) -> dict[str, Any]:
         return self._vec_env.core.snapshot(self.index)
@@ -81,6 +81,7 @@ class MissionVecEnv(VecEnv):
         self.metadata["render_fps"] = MissionEnv.metadata["render_fps"]
         self._actions = np.zeros((n_envs, self.core.n_attackers), dtype=np.int64)
         self._seeded = np.zeros(n_envs, dtype=bool)
+        self._terms = self.core.rt  # this step's reward terms (a copy when an auto-reset cleared some)
         if seed is not None:
             self.seed(seed)
 
@@ -105,6 +106,7 @@ class MissionVecEnv(VecEnv):
         self._reset_seeds()
         self._reset_options()
         self.reset_infos = [{} for _ in range(self.num_envs)]
+        self._terms = self.core.rt
         return self.core.reset().copy()
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -115,7 +117,9 @@ class MissionVecEnv(VecEnv):
         dones = terminated | truncated
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         done_ids = np.flatnonzero(dones)
+        self._terms = self.core.rt
         if done_ids.size:
+            self._terms = self.core.rt.copy()  # the auto-reset below clears the ended episodes' terms
             for i in done_ids:  # only the envs whose episode just ended
                 infos[i] = {
                     "outcome": self.core.outcome(i),
@@ -129,7 +133,7 @@ class MissionVecEnv(VecEnv):
     @property
     def reward_terms(self) -> np.ndarray:
         """This step's reward terms of every env, shape ``(n_envs, n_terms)`` in ``REWARD_TERMS`` order."""
-        return self.core.rt
+        return self._terms
 
     def close(self) -> None:
         pass
