@@ -23,7 +23,7 @@ from mission_gym.sim import MissionCore
 from mission_gym.sim import layout as L
 from mission_gym.sim.engagement import find_tag_target, tag_damage
 from mission_gym.sim.geometry import overlaps_obstacle, pack_rects, segment_blocked
-from mission_gym.sim.sensing import NOT_SEEN, SEEN_EXACT, unit_sees
+from mission_gym.sim.sensing import NOT_SEEN, SEEN_EXACT, SEEN_RADAR, team_detects, unit_sees
 
 STOP, N, NE, E, SE, S, SW, W, NW, TAG, SCAN = range(11)
 DT, REPEAT = 0.05, 5
@@ -129,6 +129,29 @@ def test_fast_unit_is_stopped_at_a_rotated_rectangle():
         collided |= core.u[0, 0, L.U_COLLIDED] == 1.0
     assert collided and core.u[0, 0, L.U_SPEED] == 0.0
     assert x > 80.0  # it got close to the barrier before being stopped
+
+
+def test_no_grounded_unit_ever_overlaps_an_obstacle():
+    # random commands on the default map for every unit type: the refusal rule holds everywhere
+    n = 16
+    core = MissionCore(load_config(), n_envs=n)
+    core.seed(np.arange(n), np.arange(n) + 100)
+    core.reset()
+    s = core.static
+    rng = np.random.default_rng(0)
+    grounded = s.up[:, L.P_AIR] == 0  # ground units (air units hold band 1 here)
+    collided = 0
+    for t in range(300):
+        if t % 8 == 0:
+            actions = rng.integers(0, 9, size=(n, core.n_attackers))
+        core.step(actions)
+        collided += int(core.u[:, :, L.U_COLLIDED].sum())
+        for e in range(n):
+            for i in np.flatnonzero(grounded):
+                x, y = core.u[e, i, L.U_X], core.u[e, i, L.U_Y]
+                assert not overlaps_obstacle(x, y, s.up[i, L.P_RADIUS], s.circles, s.rects), (t, e, i)
+        core.reset(np.flatnonzero(core.terminated | core.truncated))
+    assert collided > 0
 
 
 def test_airborne_unit_flies_over_obstacles():
@@ -749,3 +772,153 @@ def test_observation_layout_of_an_attacker():
     # lidar: ray 0 points north, 50 m to the wall, beyond the 30 m lidar range
     assert a[L.PER_ATTACKER_BASE] == 1.0
     assert core.obs[0, -2:].tolist() == [1.0, 0.0]
+
+
+# --- scan, simultaneous tags, the smaller reward terms -------------------------------------------------------------
+def test_scan_widens_sensors_for_half_a_second_with_a_five_second_cooldown():
+    # UGV_A's camera reaches 40 m (60 m while scanning); the defender stands 50 m ahead
+    core = make_core(
+        [unit("UGV_A", 50.0, 100.0, 0.0)], [unit("DEF_UGV", 100.0, 100.0, 0.0)], engagement={"scan": {"enabled": True}}
+    )
+    core.u[0, 0, L.U_SPEED] = 4.0
+    step(core, SCAN)
+    assert core.u[0, 0, L.U_SPEED] < 4.0  # SCAN stops the unit
+    assert core.u[0, 0, L.U_SCAN_T] == pytest.approx(0.5 - STEP_S)
+    assert core.u[0, 0, L.U_SCAN_CD] == pytest.approx(5.0 - STEP_S)
+    assert core.kd[0, 0, L.K_VIS] == 1.0
+    step(core, SCAN)  # the scan runs out; asking again during the cooldown does nothing
+    assert core.u[0, 0, L.U_SCAN_T] == 0.0 and core.kd[0, 0, L.K_VIS] == 0.0
+    for _ in range(18):  # decisions up to t = 4.75 s
+        step(core, SCAN)
+        assert core.u[0, 0, L.U_SCAN_T] == 0.0
+    step(core, SCAN)  # t = 5.0 s
+    assert core.u[0, 0, L.U_SCAN_T] > 0.0 and core.kd[0, 0, L.K_VIS] == 1.0
+
+
+def test_scan_switched_off_acts_as_stop():
+    core = make_core([unit("UGV_A", 50.0, 100.0, 0.0)], [unit("DEF_UGV", 100.0, 100.0, 0.0)])
+    core.u[0, 0, L.U_SPEED] = 4.0
+    step(core, SCAN)
+    assert core.u[0, 0, L.U_SCAN_T] == 0.0 and core.u[0, 0, L.U_SCAN_CD] == 0.0
+    assert core.u[0, 0, L.U_SPEED] == pytest.approx(4.0 - 3.0 * STEP_S)
+    assert core.kd[0, 0, L.K_VIS] == 0.0
+
+
+def test_both_teams_tag_at_once():
+    # attacker and defender face each other 8 m apart with 1 integrity point each: both shots land
+    core = make_core([unit("UGV_A", 50.0, 100.0, 0.0)], [unit("DEF_UGV", 58.0, 100.0, 180.0)])
+    core.u[0, :, L.U_INTEG] = 1.0
+    reward = step(core, TAG)
+    assert core.u[0, :, L.U_ALIVE].tolist() == [0.0, 0.0]
+    terms = core.reward_terms(0)
+    assert terms["defender_disabled"] == 10.0 and terms["tag_hit"] == pytest.approx(0.2)
+    assert terms["unit_disabled"] == -20.0 and terms["outcome_penalty"] == -100.0
+    assert core.outcome(0) == "all_disabled" and left_fold_sum(terms.values()) == reward
+    m = core.episode_metrics(0)
+    assert (m["tag_hits_attacker"], m["tag_hits_defender"], m["defenders_disabled"]) == (1, 1, 1)
+
+
+@pytest.mark.parametrize("gap, spread", [(3.0, False), (5.0, False), (6.0, True)])
+def test_spread_formation(gap, spread):
+    core = make_core([unit("UAV_A", 20.0, 20.0, 0.0), unit("UAV_A", 20.0, 20.0 + gap, 0.0), unit("UAV_A", 20.0, 50.0, 0.0)])
+    step(core, STOP, STOP, STOP)
+    assert term(core, "spread_formation") == (0.005 if spread else 0.0)
+    assert term(core, "time") == -0.001
+
+
+def test_detected_term():
+    # an attacker 30 m from the defender is detected (radar/lidar), one 120 m away is not
+    for x, detected in ((70.0, True), (10.0, False)):
+        core = make_core([unit("UGV_A", x, 20.0, 0.0)], [unit("DEF_UGV", 100.0, 20.0, 180.0)], engagement=NO_TAG)
+        step(core, STOP)
+        assert term(core, "detected") == (-0.05 if detected else 0.0)
+        assert core.u[0, 0, L.U_DETECTED] == float(detected)
+        m = core.episode_metrics(0)
+        assert m["detected_time_fraction"] == float(detected)
+        assert ("first_detection_time" in m) is detected
+
+
+def test_radar_sees_through_obstacles_with_noise():
+    # a wall between a defender and an attacker 20 m away: cameras and lidar are blind, the radar is not
+    core = make_core(
+        [unit("UGV_A", 80.0, 100.0, 0.0)], [unit("DEF_UGV", 100.0, 100.0, 180.0)], rects=[(90.0, 100.0, 2.0, 20.0, 0.0)]
+    )
+    s = core.static
+    state, slot = unit_sees(core.u, s.up, s.sp, 0, 1, 0, s.circles, s.rects, s.cfg)
+    assert state == SEEN_RADAR and slot == 1  # DEF_UGV: lidar_medium, radar_medium, camera_wide
+    reports = np.array(
+        [team_detects(core.u, s.up, s.sp, 0, 1, 2, 0, s.circles, s.rects, s.cfg, core.rng)[1:] for _ in range(400)]
+    )
+    err = np.hypot(reports[:, 0] - 80.0, reports[:, 1] - 100.0)
+    assert err.std() > 0.5  # noisy: radar_medium has range sigma 2 m and bearing sigma 3 deg
+    assert err.max() < 10.0
+    assert np.abs(reports.mean(axis=0) - (80.0, 100.0)).max() < 0.5
+
+
+# --- defender modes and randomisation ---------------------------------------------------------------------------------
+def test_guard_mode_returns_to_the_objective_and_holds():
+    core = make_core([unit("UGV_A", 10.0, 10.0, 0.0)], [unit("DEF_UGV", 100.0, 150.0, 0.0, waypoints=[[190, 150]])])
+    core.dm[0, 0, L.D_MODE] = L.MODE_GUARD
+    step(core, STOP)
+    assert core.u[0, 1, L.U_TGT_HEAD] == pytest.approx(-math.pi / 2)  # straight back south, not to its waypoint
+    assert core.u[0, 1, L.U_TGT_SPEED] == pytest.approx(0.5 * 6.0)
+    core.u[0, 1, L.U_Y] = 115.0  # within 20 m of the objective: hold
+    step(core, STOP)
+    assert core.u[0, 1, L.U_TGT_SPEED] == 0.0
+
+
+@pytest.mark.parametrize("mode, speed", [(L.MODE_PATROL, 0.8 * 6.0), (L.MODE_INTERCEPT, 1.0 * 6.0)])
+def test_intercept_mode_chases_faster(mode, speed):
+    core = make_core([unit("UGV_A", 70.0, 100.0, 0.0)], [unit("DEF_UGV", 100.0, 100.0, 180.0)])
+    core.dm[0, 0, L.D_MODE] = mode
+    step(core, STOP)
+    assert core.u[0, 1, L.U_TGT_SPEED] == pytest.approx(speed)
+
+
+def test_configured_defender_speeds_are_honoured():
+    core = make_core(
+        [unit("UGV_A", 10.0, 10.0, 0.0)],
+        [unit("DEF_UGV", 100.0, 100.0, 0.0, waypoints=[[190, 100]])],
+        engagement={"defenders": {"patrol_speed": 0.3}},
+    )
+    step(core, STOP)
+    assert core.u[0, 1, L.U_TGT_SPEED] == pytest.approx(0.3 * 6.0)
+    assert core.u[0, 1, L.U_TGT_HEAD] == pytest.approx(0.0)
+
+
+def test_randomisation_draws_within_its_bounds():
+    n = 400
+    config = load_config()
+    core = MissionCore(config, n_envs=n)
+    core.seed(np.arange(n), np.arange(n) * 7919 + 1)
+    core.reset()
+    s = core.static
+    obj = core.ev[:, [L.E_OBJ_X, L.E_OBJ_Y]]
+    assert np.abs(obj - 100.0).max() <= 10.0 and obj.std(axis=0).min() > 3.0
+    n_a = core.n_attackers
+    offsets = core.u[:, :, [L.U_X, L.U_Y]] - s.up[None, :, [L.P_X0, L.P_Y0]]
+    assert np.abs(offsets[:, :n_a]).max() <= 5.0 and np.abs(offsets[:, n_a:]).max() <= 8.0
+    assert offsets[:, :n_a].std() > 1.5 and offsets[:, n_a:].std() > 2.5
+    grounded = (s.up[:, L.P_AIR] == 0) | (s.up[:, L.P_ALT0] == 0)
+    for e in range(n):
+        for i in np.flatnonzero(grounded):
+            assert not overlaps_obstacle(core.u[e, i, L.U_X], core.u[e, i, L.U_Y], s.up[i, L.P_RADIUS], s.circles, s.rects)
+    wp_offsets = core.wps - s.waypoints[None]
+    assert np.abs(wp_offsets).max() <= 10.0 and wp_offsets.std() > 3.0
+    modes = core.dm[:, :, L.D_MODE].ravel()
+    freqs = [np.mean(modes == m) for m in (L.MODE_PATROL, L.MODE_GUARD, L.MODE_INTERCEPT)]
+    assert np.allclose(freqs, [0.5, 0.3, 0.2], atol=0.06)
+    delays = core.dm[:, :, L.D_DELAY]
+    assert delays.min() >= 0.0 and delays.max() <= 0.5 and delays.std() > 0.1
+    assert core.u[:, n_a:, L.U_ALT].tolist() == [[0.0, 0.0]] * n and (core.u[:, 2:4, L.U_ALT] == 1.0).all()
+
+
+def test_randomisation_switched_off_gives_the_scenario_as_written():
+    core = MissionCore(load_config(overrides={"scenario": {"randomization": NO_RANDOM}}), n_envs=3)
+    core.seed([0, 1, 2], [1, 2, 3])
+    core.reset()
+    s = core.static
+    assert (core.ev[:, [L.E_OBJ_X, L.E_OBJ_Y]] == 100.0).all()
+    assert (core.u[:, :, [L.U_X, L.U_Y]] == s.up[None, :, [L.P_X0, L.P_Y0]]).all()
+    assert (core.wps == s.waypoints[None]).all()
+    assert (core.dm[:, :, L.D_MODE] == L.MODE_PATROL).all() and (core.dm[:, :, L.D_DELAY] == 0.0).all()
