@@ -97,7 +97,8 @@ def make_view(snapshot: Mapping[str, Any], width: int, height: int) -> View:
 
 
 @lru_cache(maxsize=16)
-def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+def get_font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    """Pillow's bundled font at ``size`` pixels (the fixed bitmap font where FreeType is missing)."""
     try:
         return ImageFont.load_default(size=size)
     except (TypeError, OSError, ImportError):  # old Pillow or no FreeType: the fixed bitmap font
@@ -254,7 +255,7 @@ def _draw_tag_lines(draw: ImageDraw.ImageDraw, snap: Mapping[str, Any], view: Vi
 def _draw_units(draw: ImageDraw.ImageDraw, snap: Mapping[str, Any], view: View, k: int, labels: bool) -> None:
     # disabled first, then ground, then air, so live units and drones stay on top
     order = sorted(snap["units"], key=lambda u: (bool(u["alive"]), u["category"] == "air"))
-    font = _font(10 * k)
+    font = get_font(10 * k)
     for unit in order:
         x, y = view.to_px(float(unit["x"]), float(unit["y"]))
         air = unit["category"] == "air"
@@ -301,7 +302,7 @@ def _draw_hud(draw: ImageDraw.ImageDraw, snap: Mapping[str, Any], width: int, hu
     if hud <= 0:
         return
     draw.rectangle([0, 0, width, hud], fill=HUD_BG)
-    font = _font(max(10, int(hud * 0.5)))
+    font = get_font(max(10, int(hud * 0.5)))
     units = snap["units"]
     alive = {team: sum(1 for u in units if u["team"] == team and u["alive"]) for team in TEAM_COLORS}
     total = {team: sum(1 for u in units if u["team"] == team) for team in TEAM_COLORS}
@@ -328,7 +329,7 @@ def _draw_hud(draw: ImageDraw.ImageDraw, snap: Mapping[str, Any], width: int, hu
 def _draw_outcome_banner(draw: ImageDraw.ImageDraw, snap: Mapping[str, Any], width: int, height: int) -> None:
     outcome = str(snap["outcome"])
     text = outcome.replace("_", " ").upper()
-    font = _font(max(12, int(min(width, height) * 0.07)))
+    font = get_font(max(12, int(min(width, height) * 0.07)))
     cx, cy = width / 2, hud_height(height) + (height - hud_height(height)) * 0.5
     box = draw.textbbox((cx, cy), text, font=font, anchor="mm")
     pad = max(4, int(min(width, height) * 0.02))
