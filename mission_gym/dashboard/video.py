@@ -62,7 +62,7 @@ def load_policy(
     :param baseline: ``greedy`` or ``random`` (Mission Gym only)
     :param runs_dir: where run names are looked up
     :param seed: seed of the random baseline
-    :param env_kwargs: env overrides for a baseline (a model brings its own)
+    :param env_kwargs: env keyword arguments (for a model, merged over those it was trained with)
     :param device: torch device for a model
     :raises ValueError: for a bad name or combination (the message suggests valid names)
     """
@@ -77,7 +77,10 @@ def load_policy(
         from mission_gym.envs import ENV_ID, MissionEnv
 
         kwargs = dict(env_kwargs or {})
-        probe = MissionEnv(**kwargs)
+        try:
+            probe = MissionEnv(**kwargs)
+        except OSError as exc:
+            raise ValueError(str(exc)) from exc
         batch_policy = make_policy(baseline, probe.config, seed=seed)
         probe.close()
         return PolicySource(lambda obs: batch_policy(obs[None])[0], ENV_ID, kwargs, label=f"{baseline} baseline")
@@ -94,7 +97,7 @@ def load_policy(
         out = agent.predict(obs, deterministic=True)
         return out[0] if isinstance(out, tuple) else out
 
-    return PolicySource(policy, agent.env_id, dict(agent.env_kwargs or {}), label=str(source))
+    return PolicySource(policy, agent.env_id, {**(agent.env_kwargs or {}), **(env_kwargs or {})}, label=str(source))
 
 
 def frame_grabber(env: gym.Env, width: int) -> Callable[[], np.ndarray]:

@@ -42,6 +42,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--width", type=int, default=600, help="frame width in pixels (default 600)")
     parser.add_argument("--hold", type=float, default=1.0, help="seconds to hold each episode's last frame (default 1)")
+    parser.add_argument("--scenario", default=None, help="a scenario YAML file to play instead of the default (or the run's)")
+    parser.add_argument("--config-dir", default=None, help="a directory of YAML files merged over the default configs")
     parser.add_argument("--runs-dir", default="runs", help="where run names are looked up (default runs)")
     parser.add_argument("--device", default="cpu", help="torch device for a model (default cpu)")
     return parser.parse_args(argv)
@@ -51,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         check_video_args(args.out, args.episodes, args.fps, args.width, args.max_steps, args.hold)
-        source = load_policy(args.source, args.policy, runs_dir=args.runs_dir, seed=args.seed, device=args.device)
+        env_kwargs = {k: v for k, v in (("scenario", args.scenario), ("config_dir", args.config_dir)) if v is not None}
+        source = load_policy(
+            args.source, args.policy, runs_dir=args.runs_dir, seed=args.seed, env_kwargs=env_kwargs, device=args.device
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
