@@ -91,3 +91,32 @@ def test_record_eval_frames(tmp_path: Path) -> None:
     assert list(sets) == [4096]
     first, last = (np.asarray(Image.open(p)) for p in (sets[4096][0], sets[4096][-1]))
     assert first.shape == (160, 160, 3) and not np.array_equal(first, last)
+
+
+def test_model_source_through_load_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The MODEL|RUN path: whatever ``load_agent`` returns is driven through ``predict(obs, deterministic=True)``."""
+    import types
+
+    calls: list[tuple[str, str]] = []
+
+    class FakeAgent:
+        env_id = "MissionGym-v0"
+        env_kwargs = {"reward": {"win_bonus": 1.0}}
+
+        def predict(self, obs: np.ndarray, deterministic: bool = True) -> tuple[np.ndarray, None]:
+            assert deterministic and obs.shape == (100,)
+            return np.full(4, 3), None  # every attacker east
+
+    def load_agent(model_or_run: str, runs_dir: str = "runs", device: str = "cpu") -> FakeAgent:
+        calls.append((model_or_run, str(runs_dir)))
+        if model_or_run == "missing":
+            raise FileNotFoundError("no run or model 'missing' in 'runs'")
+        return FakeAgent()
+
+    monkeypatch.setitem(sys.modules, "mission_gym.training.agent", types.SimpleNamespace(load_agent=load_agent))
+    source = load_policy("my_run", runs_dir=tmp_path)
+    assert calls == [("my_run", str(tmp_path))] and source.env_kwargs == {"reward": {"win_bonus": 1.0}}
+    result = record_video(tmp_path / "m.gif", source, max_steps=3, width=64, hold_s=0)
+    assert result.frames == 4
+    with pytest.raises(ValueError, match="no run or model 'missing'"):
+        load_policy("missing")

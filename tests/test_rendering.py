@@ -171,3 +171,15 @@ def test_env_renders_frames_and_raster() -> None:
     r = env.raster(32)
     assert r.shape == (4, 32, 32) and r[2].sum() >= 1 and r[3].sum() >= 1 and r[0].sum() > 10
     env.close()
+
+
+def test_env_human_mode_headless(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pygame")
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    envs = pytest.importorskip("mission_gym.envs")
+    env = envs.MissionEnv(render_mode="human")
+    env.metadata = {**env.metadata, "render_fps": 1000}  # do not pace the test
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    assert env.render() is None and env._window is not None and env._window._screen is not None
+    env.close()
