@@ -26,7 +26,7 @@ class _CsvCache:
     header: str
     columns: list[str]
     offset: int
-    rows: list[list[str]]
+    rows: list[np.ndarray]  # parsed rows, one float array each
     tail: bytes = b""  # the bytes just before ``offset``, to notice a file rewritten in place
 
 
@@ -72,23 +72,22 @@ def read_csv_columns(path: str | Path) -> dict[str, np.ndarray]:
     except OSError:
         return {}
     complete = new[: new.rfind(b"\n") + 1]  # a row still being written waits for the next call
+    n_cols = len(cached.columns)
     if complete:
-        cached.rows.extend(r for r in csv.reader(io.StringIO(complete.decode("utf-8", "replace"))) if r)
+        for row in csv.reader(io.StringIO(complete.decode("utf-8", "replace"))):
+            if row:
+                values = np.full(n_cols, np.nan)
+                for j, cell in enumerate(row[:n_cols]):
+                    if cell:
+                        values[j] = _to_float(cell)
+                cached.rows.append(values)
         cached.offset += len(complete)
         cached.tail = complete[-64:]
     _CSV_CACHE[key] = cached
-    n_cols = len(cached.columns)
-    out: dict[str, np.ndarray] = {}
     if not cached.rows:
         return {c: np.zeros(0) for c in cached.columns}
-    table = np.full((len(cached.rows), n_cols), np.nan)
-    for i, row in enumerate(cached.rows):
-        for j, cell in enumerate(row[:n_cols]):
-            if cell:
-                table[i, j] = _to_float(cell)
-    for j, c in enumerate(cached.columns):
-        out[c] = table[:, j]
-    return out
+    table = np.vstack(cached.rows)
+    return {c: table[:, j] for j, c in enumerate(cached.columns)}
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
