@@ -1,0 +1,229 @@
+"""Size a run to the machine before starting it.
+
+``python -m mission_gym.scripts.memory_helper --compare`` prints every preset's estimated host RAM, GPU memory,
+rollout buffer and parameter count; ``--memory 8`` names the largest preset that fits an 8 GiB GPU and why;
+``--preset heavy`` prints one preset's breakdown; ``--measure [--preset quick]`` trains for a few rollouts and
+prints the estimate next to the measured peaks (RSS; on CUDA also ``torch.cuda.max_memory_allocated`` and NVML).
+The memory model is :mod:`mission_gym.training.memory`; ``docs/gpu-guide.md`` explains it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from mission_gym.config.loader import suggest
+from mission_gym.scripts.cli import CliParser, fail
+from mission_gym.training import memory as mem
+
+MB = mem.MB
+GB = mem.GB
+
+
+def _mb(x: float) -> str:
+    return f"{x / MB:,.0f} MB"
+
+
+def _print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=160).print(table)
+
+
+def compare(presets: dict[str, Any]) -> None:
+    """Every preset: shape, parameters, rollout buffer, host RAM on CPU and on CUDA, GPU memory."""
+    cpu = mem.preset_shapes(presets, device="cpu")
+    rows = []
+    for name, shape in cpu.items():
+        on_cpu = mem.estimate_memory(shape)
+        on_gpu = mem.estimate_memory(shape.with_device("cuda"))
+        rows.append(
+            [
+                name,
+                f"{shape.n_envs}×{shape.n_steps} = {shape.rollout:,}",
+                str(shape.batch_size),
+                ",".join(map(str, shape.net_arch)),
+                shape.vec_env,
+                f"{on_cpu.params:,}",
+                _mb(mem.rollout_buffer_bytes(shape)),
+                _mb(on_cpu.host_bytes),
+                _mb(on_gpu.host_bytes),
+                _mb(on_gpu.gpu_bytes),
+            ]
+        )
+    _print_table(
+        "Estimated peak memory per preset (python -m mission_gym.scripts.memory_helper --compare)",
+        [
+            "preset",
+            "n_envs×n_steps",
+            "batch",
+            "network",
+            "vec-env",
+            "params",
+            "rollout buffer",
+            "host RAM (cpu)",
+            "host RAM (cuda)",
+            "GPU memory (cuda)",
+        ],  # fmt: skip
+        rows,
+    )
+    print("GPU memory is what nvidia-smi would show (CUDA context included); host RAM includes env worker processes.")
+
+
+def best_for_memory(presets: dict[str, Any], gpu_gb: float, ram_gb: float) -> None:
+    """The largest preset whose CUDA estimate fits ``gpu_gb`` (and the host RAM), with each preset's verdict."""
+    best, rows = mem.largest_fitting_preset(gpu_gb, ram_gb, presets)
+    budget_gpu, budget_ram = mem.FIT_FRACTION * gpu_gb * GB, mem.FIT_FRACTION * ram_gb * GB
+    table = []
+    for name, est, ok in rows:
+        if ok:
+            why = "fits"
+        elif est.gpu_bytes > budget_gpu:
+            why = f"GPU {est.gpu_bytes / GB:.2f} GiB > {budget_gpu / GB:.2f} GiB"
+        else:
+            why = f"host {est.host_bytes / GB:.2f} GiB > {budget_ram / GB:.2f} GiB"
+        table.append([name, _mb(est.gpu_bytes), _mb(est.host_bytes), "yes" if ok else "no", why])
+    _print_table(
+        f"Presets on a {gpu_gb:g} GiB GPU with {ram_gb:.0f} GiB host RAM (using at most {mem.FIT_FRACTION:.0%} of each)",
+        ["preset", "GPU memory", "host RAM", "fits", "why"],
+        table,
+    )
+    if best is None:
+        print(f"No preset fits a {gpu_gb:g} GiB GPU; train on the CPU (--preset cpu --device cpu).")
+        return
+    est = next(e for n, e, _ in rows if n == best)
+    print(
+        f"Largest preset that fits: {best} (estimated {est.gpu_bytes / GB:.2f} GiB GPU, "
+        f"{est.host_bytes / GB:.2f} GiB host RAM). Run: python -m mission_gym.scripts.train_ppo --preset {best}"
+    )
+
+
+def measure(shape: mem.RunShape, name: str, rollouts: int) -> None:
+    """Train ``rollouts`` rollouts in this process and print the estimate next to the measured peaks."""
+    est = mem.estimate_memory(shape)
+    print(f"measuring preset {name}: {rollouts} rollouts of {shape.rollout:,} steps on {shape.device} ...", flush=True)
+    got = mem.measure_training(shape, rollouts=rollouts)
+    print(est.breakdown())
+    rows = []
+
+    def add(what: str, estimate: float, measured: float) -> None:
+        ratio = f"{(estimate / measured - 1) * 100:+.1f}%" if measured > 0 else "-"
+        rows.append([what, _mb(estimate), _mb(measured) if measured > 0 else "not measured", ratio])
+
+    add("peak RSS of the training process", est.host_bytes - est.worker_bytes, got.peak_rss_bytes)
+    if shape.vec_env == "subproc":
+        add("env workers (sum of USS)", est.worker_bytes, got.worker_bytes)
+    if est.gpu:
+        add("torch.cuda.max_memory_allocated", est.gpu_allocated_bytes, got.cuda_max_allocated)
+        add("torch.cuda.max_memory_reserved + context", est.gpu_bytes, got.cuda_max_reserved + mem.CUDA_CONTEXT_MB * MB)
+        add("NVML memory used, process (end)", est.gpu_bytes, got.nvml_process_used)
+        add("NVML memory used, device (peak)", est.gpu_bytes, got.nvml_used_peak)
+    _print_table(
+        f"Estimate vs measured: {name}, {got.timesteps:,} steps in {got.seconds:.1f} s "
+        f"({got.timesteps / max(got.seconds, 1e-9):,.0f} steps/s end to end)",
+        ["quantity", "estimated", "measured", "estimate vs measured"],
+        rows,
+    )
+
+
+def build_parser() -> CliParser:
+    p = CliParser(
+        prog="python -m mission_gym.scripts.memory_helper",
+        description="Estimate (and measure) the host RAM and GPU memory of training presets.",
+    )
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--compare", action="store_true", help="every preset in one table (the default)")
+    what.add_argument("--memory", type=float, metavar="GB", help="the largest preset that fits a GPU with GB GiB, and why")
+    what.add_argument("--measure", action="store_true", help="train a few rollouts of --preset and compare with the estimate")
+    p.add_argument(
+        "--preset", metavar="NAME|PATH", help="breakdown of one preset (or the preset --measure runs; default quick)"
+    )
+    p.add_argument("--device", default="auto", help="cpu, cuda[:i] or auto (CUDA when present) for --preset and --measure")
+    p.add_argument("--vec-env", choices=list(mem.VEC_ENV_KINDS), help="override the preset's vec-env kind")
+    p.add_argument("--ram", type=float, metavar="GB", help="host RAM budget in GiB (default: this machine's)")
+    p.add_argument("--rollouts", type=int, default=2, help="rollouts trained by --measure")
+    p.add_argument("--presets-dir", type=Path, help="read presets from this directory instead of the shipped ones")
+    return p
+
+
+def _resolve_device(device: str, preset_device: str | None) -> str | None:
+    if device == "auto":
+        device = preset_device if preset_device not in (None, "auto") else "auto"
+    if device == "auto":
+        return "cuda" if mem.detect_hardware().gpu_mem_gb else "cpu"
+    if device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit()):
+        return device
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.memory is not None and args.memory <= 0:
+        return fail(f"--memory must be a positive number of GiB, got {args.memory:g}")
+    if args.ram is not None and args.ram <= 0:
+        return fail(f"--ram must be a positive number of GiB, got {args.ram:g}")
+    if args.rollouts < 1:
+        return fail(f"--rollouts must be >= 1, got {args.rollouts}")
+    try:
+        names = mem.preset_names(args.presets_dir)
+    except OSError as exc:
+        return fail(f"cannot read presets: {exc}")
+    if not names:
+        where = args.presets_dir or mem.presets_dir()
+        return fail(f"no presets (*.yaml) in {where}")
+    ram_gb = args.ram or mem.detect_hardware().ram_gb
+
+    preset_arg = args.preset or ("quick" if args.measure else None)
+    shape = name = None
+    if preset_arg is not None:
+        is_path = preset_arg.endswith((".yaml", ".yml"))
+        if not is_path and preset_arg not in names:
+            return fail(
+                f"--preset {preset_arg!r} is not a preset{suggest(preset_arg, names)}; "
+                f"valid: {', '.join(names)} or a .yaml file"
+            )
+        if is_path and not Path(preset_arg).is_file():
+            return fail(f"--preset {preset_arg!r}: no such file")
+        name = Path(preset_arg).stem if is_path else preset_arg
+        try:
+            config = mem.load_preset_file(preset_arg, args.presets_dir)
+            if name in mem.SELECTOR_PRESETS:
+                hw = mem.detect_hardware()
+                name = mem.choose_auto_preset(hw.gpu_mem_gb, hw.cores, ram_gb, mem.load_presets(args.presets_dir))
+                print(f"auto -> {name} (GPU: {hw.gpu_name or 'none'}, {hw.cores} cores, {ram_gb:.0f} GiB RAM)")
+                config = mem.load_preset_file(name, args.presets_dir)
+            device = _resolve_device(args.device, mem.config_value(config, "device"))
+            if device is None:
+                return fail(f"--device {args.device!r} is not valid; use auto, cpu, cuda or cuda:N")
+            shape = mem.shape_from_config(config, device=device)
+            if args.vec_env:
+                shape = replace(shape, vec_env=args.vec_env)
+        except (OSError, ValueError) as exc:
+            return fail(f"preset {preset_arg!r}: {exc}")
+
+    if args.measure:
+        if shape.on_cuda and not mem.detect_hardware().gpu_mem_gb:
+            return fail("--device cuda but no CUDA GPU is visible; use --device cpu")
+        measure(shape, name, args.rollouts)
+        return 0
+    if args.memory is not None:
+        best_for_memory(mem.load_presets(args.presets_dir), args.memory, ram_gb)
+        return 0
+    if shape is not None:
+        print(f"preset {name}:")
+        print(mem.estimate_memory(shape).breakdown())
+        return 0
+    compare(mem.load_presets(args.presets_dir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

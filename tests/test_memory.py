@@ -1,0 +1,248 @@
+"""The memory estimator's arithmetic against SB3's real objects, the auto choice, the OOM text and the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.policies import ActorCriticPolicy
+
+from mission_gym.training import memory as mem
+
+PRESETS = Path(__file__).parent / "data" / "memory_presets"
+MISSION_OBS = spaces.Box(-np.inf, np.inf, (100,), np.float32)
+MISSION_ACT = spaces.MultiDiscrete([11] * 4)
+OTHER_SPACES = [
+    (MISSION_OBS, MISSION_ACT),
+    (spaces.Box(-1, 1, (11,), np.float32), spaces.Box(-1, 1, (3,), np.float32)),  # Hopper-like
+    (spaces.Box(-1, 1, (4,), np.float32), spaces.Discrete(2)),  # CartPole-like
+    (spaces.Box(-1, 1, (6,), np.float64), spaces.MultiBinary(5)),
+]
+
+
+def small_shape(**kw: object) -> mem.RunShape:
+    base = {"n_envs": 4, "n_steps": 8, "batch_size": 16, "net_arch": (32, 16)}
+    return mem.RunShape(**{**base, **kw})
+
+
+@pytest.mark.parametrize("obs_space,act_space", OTHER_SPACES)
+@pytest.mark.parametrize("arch", [(8,), (32, 16), (64, 32, 16)])
+def test_parameter_count_matches_sb3(obs_space: spaces.Space, act_space: spaces.Space, arch: tuple[int, ...]) -> None:
+    policy = ActorCriticPolicy(obs_space, act_space, lambda _: 3e-4, net_arch=list(arch))
+    shape = small_shape(net_arch=arch, **mem.spaces_fields(obs_space, act_space))
+    assert mem.count_parameters(shape) == sum(p.numel() for p in policy.parameters())
+
+
+def test_separate_value_net_is_counted() -> None:
+    policy = ActorCriticPolicy(MISSION_OBS, MISSION_ACT, lambda _: 3e-4, net_arch={"pi": [32], "vf": [64, 8]})
+    pi, vf = mem.parse_arch({"pi": [32], "vf": [64, 8]})
+    assert mem.count_parameters(small_shape(net_arch=pi, vf_arch=vf)) == sum(p.numel() for p in policy.parameters())
+
+
+@pytest.mark.parametrize("obs_space,act_space", OTHER_SPACES)
+def test_rollout_buffer_bytes_match_sb3(obs_space: spaces.Space, act_space: spaces.Space) -> None:
+    buf = RolloutBuffer(7, obs_space, act_space, device="cpu", n_envs=3)
+    arrays = ("observations", "actions", "rewards", "returns", "episode_starts", "values", "log_probs", "advantages")
+    real = sum(getattr(buf, name).nbytes for name in arrays)
+    shape = small_shape(n_envs=3, n_steps=7, **mem.spaces_fields(obs_space, act_space))
+    assert mem.rollout_buffer_bytes(shape) == real
+
+
+def test_mission_buffer_arithmetic() -> None:
+    # per step: 100 float32 observations + 4 int64 actions + 6 float32 scalars = 456 bytes
+    shape = mem.RunShape(n_envs=16, n_steps=256, batch_size=2048, net_arch=(512, 512))
+    assert mem.rollout_buffer_bytes(shape) == 16 * 256 * 456
+    assert mem.minibatch_bytes(shape) == 2048 * (400 + 16 + 16)
+
+
+def test_cpu_estimate_pins_each_term() -> None:
+    shape = mem.RunShape(n_envs=16, n_steps=256, batch_size=2048, net_arch=(512, 512), activation="tanh")
+    est = mem.estimate_memory(shape)
+    params = 651_821  # SB3 MlpPolicy 100 -> 512,512 (pi and vf) -> 44 logits + 1 value
+    assert est.params == params
+    assert est.gpu is None and est.gpu_bytes == 0.0
+    activations = int(2048 * (512 * 4 + 44 + 1) * 4 * mem.ACTIVATION_FACTOR["tanh"])
+    expected = {
+        mem.HOST_BASELINE: mem.HOST_BASELINE_MB * mem.MB,
+        mem.HOST_BUFFER: 4096 * 456,
+        mem.HOST_BUFFER_COPIES: 4096 * 400 + 2048 * 432,
+        mem.HOST_ENV: 16 * mem.NATIVE_ENV_BYTES,
+        mem.HOST_MODEL: 16 * params,
+        mem.HOST_ACTIVATIONS: activations,
+    }
+    dynamic = sum(v for k, v in expected.items() if k != mem.HOST_BASELINE)
+    expected[mem.HOST_SLACK] = mem.HOST_LEARN_FIXED_MB * mem.MB + mem.HOST_ALLOC_SLACK * dynamic
+    assert est.host == pytest.approx(expected)
+    assert est.host_bytes == pytest.approx(sum(expected.values()))
+
+
+def test_cuda_estimate_moves_model_and_activations_to_the_gpu() -> None:
+    shape = mem.RunShape(n_envs=64, n_steps=512, batch_size=8192, net_arch=(1024, 512, 512, 256), device="cuda:1")
+    est = mem.estimate_memory(shape)
+    assert mem.HOST_MODEL not in est.host and mem.HOST_ACTIVATIONS not in est.host
+    assert est.host[mem.HOST_CUDA] == mem.HOST_CUDA_RUNTIME_MB * mem.MB
+    assert est.gpu[mem.GPU_CONTEXT] == mem.CUDA_CONTEXT_MB * mem.MB
+    assert est.gpu[mem.GPU_MODEL] == 16 * est.params
+    allocated = est.gpu[mem.GPU_MODEL] + est.gpu[mem.GPU_BATCH] + est.gpu[mem.GPU_ACTIVATIONS]
+    assert est.gpu_allocated_bytes == pytest.approx(allocated)
+    assert est.gpu[mem.GPU_SLACK] == pytest.approx(mem.CUDA_ALLOC_SLACK * allocated + mem.CUDA_ALLOC_FIXED_MB * mem.MB)
+    assert est.gpu_bytes == pytest.approx(allocated + est.gpu[mem.GPU_CONTEXT] + est.gpu[mem.GPU_SLACK])
+    assert "GPU memory:" in est.breakdown() and "CUDA context" in est.breakdown()
+
+
+def test_activations_scale_with_batch_not_rollout() -> None:
+    a = mem.activation_bytes(small_shape(batch_size=64))
+    assert mem.activation_bytes(small_shape(batch_size=128)) == pytest.approx(2 * a, abs=1)
+    assert mem.activation_bytes(small_shape(batch_size=64, n_envs=400)) == a
+    assert mem.activation_bytes(small_shape(batch_size=64, activation="relu")) < a
+
+
+def test_env_kinds() -> None:
+    native = mem.estimate_memory(small_shape(n_envs=8))
+    dummy = mem.estimate_memory(small_shape(n_envs=8, vec_env="dummy"))
+    sub = mem.estimate_memory(small_shape(n_envs=8, vec_env="subproc"))
+    assert native.host[mem.HOST_ENV] == 8 * mem.NATIVE_ENV_BYTES
+    assert dummy.host[mem.HOST_ENV] == 8 * mem.DUMMY_ENV_BYTES
+    assert sub.worker_bytes == (8 * mem.SUBPROC_WORKER_MB + mem.SUBPROC_SERVER_MB) * mem.MB
+    assert native.worker_bytes == 0
+    normalized = mem.estimate_memory(small_shape(n_envs=8, normalize=True))
+    assert normalized.host[mem.HOST_ENV] == native.host[mem.HOST_ENV] + 2 * 8 * 100 * 4
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"n_envs": 0}, {"batch_size": -1}, {"vec_env": "ray"}, {"device": "tpu"}, {"action_kind": "dict"}, {"net_arch": (0,)}],
+)
+def test_bad_shapes_are_rejected(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        small_shape(**bad)
+
+
+def test_shape_from_config_reads_mappings_nested_sections_and_objects() -> None:
+    flat = {"n_envs": 16, "n_steps": 256, "batch_size": 2048, "network_arch": "512, 512", "vec_env": "dummy"}
+    shape = mem.shape_from_config(flat, device="cuda")
+    assert (shape.n_envs, shape.rollout, shape.net_arch, shape.vec_env, shape.device) == (
+        16,
+        4096,
+        (512, 512),
+        "dummy",
+        "cuda",
+    )
+    nested = {
+        "env": {"n_envs": 4},
+        "ppo": {"n_steps": 10, "batch_size": "auto", "target_batch": 16},
+        "policy": {"net_arch": [8]},
+    }
+    shape = mem.shape_from_config(nested)
+    assert shape.batch_size == 10  # largest divisor of the rollout (40) that is <= 16
+    obj = SimpleNamespace(
+        n_envs=2, n_steps=8, batch_size=16, net_arch={"pi": [8], "vf": [4]}, device="auto", activation="ReLU"
+    )
+    shape = mem.shape_from_config(obj)
+    assert (shape.net_arch, shape.vf_arch, shape.device, shape.activation) == ((8,), (4,), "cpu", "relu")
+    with pytest.raises(ValueError, match="n_steps"):
+        mem.shape_from_config({"n_envs": 4})
+
+
+def test_largest_divisor_at_most() -> None:
+    assert mem.largest_divisor_at_most(4096, 2048) == 2048
+    assert mem.largest_divisor_at_most(40, 16) == 10
+    assert mem.largest_divisor_at_most(7, 5) == 1
+
+
+def test_presets_estimates_are_ordered() -> None:
+    shapes = mem.preset_shapes(mem.load_presets(PRESETS), device="cuda")
+    assert "auto" not in shapes
+    gpu = {name: mem.estimate_memory(s).gpu_bytes for name, s in shapes.items()}
+    assert gpu["quick"] < gpu["fast"] < gpu["heavy"] < gpu["beast"]
+
+
+@pytest.mark.parametrize(
+    "gpu_gb,cores,ram_gb,expected",
+    [
+        (None, 2, 16.0, "cpu"),  # no GPU
+        (8.0, 16, 64.0, "beast"),  # everything fits: the largest
+        (24.0, 4, 64.0, "heavy"),  # beast wants 8 cores
+        (24.0, 2, 64.0, "fast"),
+        (0.7, 16, 64.0, "fast"),  # beast (~0.94 GiB) and heavy (~0.69 GiB) exceed 85% of 0.7 GiB
+        (0.3, 16, 64.0, "cpu"),  # no GPU preset fits the card
+        (None, 2, 0.3, "quick"),  # not even cpu fits the RAM
+    ],
+)
+def test_choose_auto_preset(gpu_gb: float | None, cores: int, ram_gb: float, expected: str) -> None:
+    assert mem.choose_auto_preset(gpu_gb, cores, ram_gb, mem.load_presets(PRESETS)) == expected
+
+
+def test_oom_message_has_breakdown_and_the_preset_that_fits() -> None:
+    presets = mem.load_presets(PRESETS)
+    shape = mem.shape_from_config(presets["beast"], device="cuda")
+    text = mem.oom_message(shape, gpu_mem_gb=0.7, ram_gb=64.0, presets=presets)
+    assert text.startswith("CUDA out of memory (card: 0.7 GiB)")
+    assert "activations" in text and "CUDA context" in text
+    assert "Largest preset that fits this card: --preset fast." in text
+    assert "No preset fits" in mem.oom_message(shape, gpu_mem_gb=0.1, ram_gb=64.0, presets=presets)
+
+
+def test_estimate_for_args(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mem, "detect_hardware", lambda: mem.Hardware(8.0, "fake", 16, 64.0))
+    host, gpu = mem.estimate_for_args(["--preset", "fast", "--seed", "3"], presets_directory=PRESETS)
+    est = mem.estimate_memory(mem.shape_from_config(mem.load_preset_file("fast", PRESETS), device="cuda"))
+    assert (host, gpu) == pytest.approx((est.host_bytes / mem.MB, est.gpu_bytes / mem.MB))
+    host_cpu, gpu_cpu = mem.estimate_for_args(["--preset", "fast", "--device", "cpu", "--n-envs", "64"], PRESETS)
+    assert gpu_cpu == 0.0 and host_cpu > 0
+    _, gpu_auto = mem.estimate_for_args([], PRESETS)  # auto -> beast on this fake machine
+    beast = mem.estimate_memory(mem.shape_from_config(mem.load_preset_file("beast", PRESETS), device="cuda"))
+    assert gpu_auto == pytest.approx(beast.gpu_bytes / mem.MB)
+
+
+# --- CLI --------------------------------------------------------------------------------------------------------
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "mission_gym.scripts.memory_helper", "--presets-dir", str(PRESETS), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_cli_compare_memory_and_breakdown() -> None:
+    out = run_cli("--compare")
+    assert out.returncode == 0, out.stderr
+    for name in ("quick", "cpu", "fast", "heavy", "beast"):
+        assert name in out.stdout
+    assert "651,821" in out.stdout  # fast's parameter count
+    out = run_cli("--memory", "0.7", "--ram", "64")
+    assert out.returncode == 0, out.stderr
+    assert "Largest preset that fits: fast" in out.stdout
+    out = run_cli("--preset", "heavy", "--device", "cuda")
+    assert out.returncode == 0, out.stderr
+    assert "GPU memory:" in out.stdout and "1,530,669" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--preset", "hevy"], "did you mean 'heavy'"),
+        (["--memory", "0"], "--memory must be a positive"),
+        (["--memory", "abc"], "invalid float value"),
+        (["--preset", "fast", "--device", "gpu"], "--device 'gpu' is not valid"),
+        (["--preset", "nope.yaml"], "no such file"),
+        (["--compare", "--memory", "8"], "not allowed with"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:
+    out = run_cli(*args)
+    assert out.returncode == 2
+    assert needle in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_cli_measure_tiny_run(tmp_path: Path) -> None:
+    preset = tmp_path / "tiny.yaml"
+    preset.write_text("n_envs: 2\nn_steps: 16\nbatch_size: 16\nn_epochs: 1\nnetwork_arch: [8, 8]\ndevice: cpu\n")
+    out = run_cli("--measure", "--preset", str(preset), "--rollouts", "1")
+    assert out.returncode == 0, out.stderr
+    assert "peak RSS of the training process" in out.stdout
+    assert "Estimate vs measured: tiny, 32 steps" in out.stdout
