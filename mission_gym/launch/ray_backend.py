@@ -1,0 +1,256 @@
+"""Ray backend: the same job list as Ray tasks, each running one ``train_ppo`` subprocess.
+
+Each task asks Ray for ``num_cpus`` (the job's ``cpus``, default 1), a fraction of a GPU (``num_gpus``, e.g.
+0.25 to pack four jobs on a GPU) and, with the memory check on, the job's estimated host ``memory``, so Ray's
+scheduler does the admission. A local Ray instance is started by default; ``address`` joins an existing cluster
+(every node needs ``mission_gym`` installed, and ``runs_dir`` should be a shared filesystem to collect the runs
+in one place). Ctrl-C/SIGTERM cancel the tasks: each forwards SIGINT to its ``train_ppo`` (which saves a
+checkpoint), waits, then kills its process group.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+
+from mission_gym.launch.jobs import Job
+from mission_gym.launch.local import INTERRUPTED_CODES, child_env, finish_if_exited, spawn, stop_signals, wait_and_stop
+from mission_gym.launch.report import JobRecord, failure_reason, print_summary, status_table
+from mission_gym.launch.resources import MB, GpuInfo, available_cores, estimate_job_memory, list_gpus
+
+#: when the driver cannot see the cluster's GPUs, a job gets a whole one unless told otherwise
+DEFAULT_GPU_FRACTION = 1.0
+#: share of a GPU's memory the packed jobs' estimates may fill
+GPU_FIT_FRACTION = 0.85
+#: the local instance's object store: the launcher passes nothing big through it
+LOCAL_OBJECT_STORE_MB = 128
+TRAIN_MODULE = "mission_gym.scripts.train_ppo"
+
+
+class RayUnavailable(RuntimeError):
+    """Ray is not installed (or cannot start)."""
+
+
+def import_ray() -> Any:
+    """``import ray``, or a :class:`RayUnavailable` that says how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise RayUnavailable(
+            "the Ray backend needs Ray, which is not installed: pip install 'mission_gym[ray]' "
+            "(or pip install 'ray[default]'), or use --backend local"
+        ) from exc
+    return ray
+
+
+def run_job_task(
+    args: Sequence[str], log_path: str, threads: int, stop_timeout: float, module: str = TRAIN_MODULE
+) -> dict[str, Any]:
+    """The body of one Ray task: run ``python -m module args`` to completion (or until the task is cancelled)."""
+    argv = [sys.executable, "-m", module, *args]
+    log = Path(log_path)
+    started = time.time()
+    proc = spawn(argv, log, child_env(threads))
+    try:
+        rc = finish_if_exited(proc)
+        while rc is None:
+            time.sleep(0.5)
+            rc = finish_if_exited(proc)
+    except KeyboardInterrupt:  # ray.cancel: let train_ppo save its checkpoint, then make sure nothing is left
+        rc = wait_and_stop(proc, stop_timeout, signal.SIGINT)
+    return {
+        "returncode": rc,
+        "node": socket.gethostname(),
+        "pid": proc.pid,
+        "started": started,
+        "ended": time.time(),
+        "reason": failure_reason(log) if rc != 0 else "",
+    }
+
+
+def gpu_fraction(gpu_mb: float, gpus: Sequence[GpuInfo]) -> float:
+    """The share of a GPU one job gets: as many jobs per GPU as their estimates fit (``1/k``), one when unknown."""
+    if gpu_mb <= 0:
+        return 0.0
+    if not gpus:
+        return DEFAULT_GPU_FRACTION
+    per_gpu = max(1, int(min(g.total_mb for g in gpus) * GPU_FIT_FRACTION // gpu_mb))
+    return math.floor(10_000 / per_gpu) / 10_000  # Ray keeps four decimals; rounding down keeps k jobs on a GPU
+
+
+def run_ray(
+    jobs: Sequence[Job],
+    runs_dir: Path,
+    launch_dir: Path,
+    address: str | None = None,
+    max_parallel: int | None = None,
+    memory_check: bool = True,
+    stop_timeout: float = 60.0,
+    console: Console | None = None,
+    live: bool = True,
+    module: str = TRAIN_MODULE,
+) -> tuple[list[JobRecord], int | None]:
+    """Run every job as a Ray task; returns the records and the signal that stopped the launch (if any).
+
+    :param address: an existing cluster's address (``ray://...`` or ``host:port``); None starts a local instance
+    :param max_parallel: at most this many tasks submitted at once (None: Ray's resources decide)
+    :param memory_check: ask Ray for each job's estimated host memory (its ``memory`` resource)
+    :param module: the module each task runs (tests use stand-ins)
+    :raises RayUnavailable: when Ray is not installed or cannot connect
+    """
+    ray = import_ray()
+    console = console or Console()
+    launch_dir.mkdir(parents=True, exist_ok=True)
+    records = [JobRecord(j, runs_dir / j.name, launch_dir / f"{j.name}.log") for j in jobs]
+    started_here = not ray.is_initialized()
+    if started_here:
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(
+                    num_cpus=len(available_cores()),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    object_store_memory=LOCAL_OBJECT_STORE_MB * MB,
+                )
+        except Exception as exc:
+            raise RayUnavailable(f"could not {'connect to Ray at ' + address if address else 'start Ray'}: {exc}") from exc
+    state = {"signal": None, "count": 0}
+
+    def on_signal(signum: int) -> None:
+        state["count"] += 1
+        state["signal"] = state["signal"] or signum
+
+    try:
+        cluster = ray.cluster_resources()
+        local_gpus = list_gpus()
+        gpus = local_gpus or ([GpuInfo(0, "cluster GPU", 0.0, 0.0)] if cluster.get("GPU", 0) > 0 else [])
+        remote = ray.remote(run_job_task)
+        options: dict[str, dict[str, Any]] = {}
+        for r in records:
+            r.host_mb, r.gpu_mb = estimate_job_memory(r.job, gpus)
+            cpus = r.job.cpus or 1
+            gpu = r.job.gpus if r.job.gpus is not None else gpu_fraction(r.gpu_mb, local_gpus)
+            opts: dict[str, Any] = {"num_cpus": cpus, "num_gpus": gpu, "name": r.name, "max_retries": 0}
+            if memory_check:
+                opts["memory"] = int(r.host_mb * MB)
+            options[r.name] = opts
+            r.device = f"{gpu:g} GPU" if gpu else None
+        console.print(
+            f"{len(records)} job(s) on Ray ({'cluster ' + address if address else 'local instance'}: "
+            f"{cluster.get('CPU', 0):g} CPU, {cluster.get('GPU', 0):g} GPU); "
+            + ", ".join(f"{n}: {o['num_cpus']} CPU {o['num_gpus']:g} GPU" for n, o in options.items()),
+            soft_wrap=True,
+            highlight=False,
+        )
+        for r in records:
+            if options[r.name]["num_gpus"] > cluster.get("GPU", 0) or options[r.name]["num_cpus"] > cluster.get("CPU", 0):
+                r.state, r.reason = "skipped", f"asks for more than the cluster has ({cluster})"
+
+        with stop_signals(on_signal):
+            view = (
+                Live(status_table(records), console=console, auto_refresh=False)
+                if live and console.is_terminal
+                else nullcontext()
+            )
+            with view:
+                _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module)
+    finally:
+        if started_here:
+            ray.shutdown()
+    print_summary(console, records, launch_dir)
+    return records, state["signal"]
+
+
+def _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module) -> None:
+    pending = [r for r in records if r.state == "pending"]
+    inflight: dict[Any, JobRecord] = {}
+    last_draw = 0.0
+
+    def event(text: str) -> None:
+        console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {text}", highlight=False, soft_wrap=True)
+
+    def draw() -> None:
+        for r in records:
+            if r.state == "submitted" and r.log_path.exists():
+                r.state, r.started = "running", r.started or time.time()
+            if r.state in ("running", "stopping") or r.finished:
+                r.refresh_progress()
+        if isinstance(view, Live):
+            view.update(status_table(records), refresh=True)
+
+    def collect(ref: Any, killed: bool = False) -> None:
+        r = inflight.pop(ref)
+        try:
+            res = ray.get(ref)
+        except Exception as exc:  # cancelled, or the task itself died
+            r.ended = time.time()
+            cancelled = isinstance(exc, ray.exceptions.TaskCancelledError) or state["signal"] is not None
+            r.state = "killed" if killed else "interrupted" if cancelled else "failed"
+            r.reason = "stopped by a signal" if cancelled else f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        else:
+            r.returncode, r.node, r.pid = res["returncode"], res["node"], res["pid"]
+            r.started, r.ended = res["started"], res["ended"]
+            rc = r.returncode
+            if rc == 0:
+                r.state = "done"
+            elif rc in INTERRUPTED_CODES:
+                r.state, r.reason = "interrupted", "stopped by a signal (checkpoint saved by train_ppo)"
+            elif state["signal"] is not None:
+                r.state, r.reason = "killed", f"did not stop within {stop_timeout:g}s of the signal; killed"
+            else:
+                r.state, r.reason = "failed", res["reason"]
+        r.refresh_progress()
+        event(
+            f"{r.state} {r.name}"
+            + (f" (exit {r.returncode})" if r.returncode is not None else "")
+            + (f": {r.reason}" if r.state == "failed" else "")
+        )
+
+    while (pending or inflight) and state["signal"] is None:
+        while pending and (max_parallel is None or len(inflight) < max_parallel):
+            r = pending.pop(0)
+            threads = max(1, math.ceil(options[r.name]["num_cpus"]))
+            args = r.job.train_args(r.run_dir.parent, threads)
+            inflight[remote.options(**options[r.name]).remote(args, str(r.log_path), threads, stop_timeout, module)] = r
+            r.state = "submitted"
+            event(f"submitted {r.name} log {r.log_path}")
+        done, _ = ray.wait(list(inflight), num_returns=1, timeout=0.5)
+        for ref in done:
+            collect(ref)
+        if time.monotonic() - last_draw >= 1.0:
+            draw()
+            last_draw = time.monotonic()
+
+    if state["signal"] is not None:
+        for r in pending:
+            r.state, r.reason = "cancelled", "launch stopped before it started"
+        if inflight:
+            event(f"stopping {len(inflight)} job(s); each saves a checkpoint (up to {stop_timeout:g}s)")
+        for ref, r in inflight.items():
+            r.state = "stopping"
+            ray.cancel(ref)
+        seen = state["count"]
+        deadline = time.monotonic() + stop_timeout + 5.0
+        while inflight and time.monotonic() < deadline and state["count"] == seen:
+            done, _ = ray.wait(list(inflight), num_returns=1, timeout=0.5)
+            for ref in done:
+                collect(ref)
+        for ref in list(inflight):
+            ray.cancel(ref, force=True)  # the worker dies; its train_ppo gets SIGTERM from the kernel and stops
+            try:
+                ray.wait([ref], timeout=10.0)
+            finally:
+                collect(ref, killed=True)
+    draw()
