@@ -134,13 +134,12 @@ def test_shape_from_config_reads_mappings_nested_sections_and_objects() -> None:
         "dummy",
         "cuda",
     )
-    nested = {
-        "env": {"n_envs": 4},
-        "ppo": {"n_steps": 10, "batch_size": "auto", "target_batch": 16},
-        "policy": {"net_arch": [8]},
-    }
+    nested = {"sizes": {"n_envs": 4, "n_steps": 10}, "ppo": {"batch_size": "auto", "target_batch": 16, "min_batch": 8}}
     shape = mem.shape_from_config(nested)
-    assert shape.batch_size == 10  # largest divisor of the rollout (40) that is <= 16
+    assert shape.batch_size == 10  # the trainer's rule: largest divisor of the rollout (40) in [min_batch, target]
+    assert shape.vec_env == "native"  # vec_env auto on Mission Gym
+    assert mem.shape_from_config({**nested, "env": "Hopper-v5"}, cores=4).vec_env == "subproc"
+    assert mem.shape_from_config({**nested, "env": "Hopper-v5"}, cores=1).vec_env == "dummy"
     obj = SimpleNamespace(
         n_envs=2, n_steps=8, batch_size=16, net_arch={"pi": [8], "vf": [4]}, device="auto", activation="ReLU"
     )
@@ -150,15 +149,9 @@ def test_shape_from_config_reads_mappings_nested_sections_and_objects() -> None:
         mem.shape_from_config({"n_envs": 4})
 
 
-def test_largest_divisor_at_most() -> None:
-    assert mem.largest_divisor_at_most(4096, 2048) == 2048
-    assert mem.largest_divisor_at_most(40, 16) == 10
-    assert mem.largest_divisor_at_most(7, 5) == 1
-
-
 def test_presets_estimates_are_ordered() -> None:
     shapes = mem.preset_shapes(mem.load_presets(PRESETS), device="cuda")
-    assert "auto" not in shapes
+    assert "auto" not in shapes and mem.is_selector("auto", PRESETS)
     gpu = {name: mem.estimate_memory(s).gpu_bytes for name, s in shapes.items()}
     assert gpu["quick"] < gpu["fast"] < gpu["heavy"] < gpu["beast"]
 
@@ -172,11 +165,11 @@ def test_presets_estimates_are_ordered() -> None:
         (24.0, 2, 64.0, "fast"),
         (0.7, 16, 64.0, "fast"),  # beast (~0.94 GiB) and heavy (~0.69 GiB) exceed 85% of 0.7 GiB
         (0.3, 16, 64.0, "cpu"),  # no GPU preset fits the card
-        (None, 2, 0.3, "quick"),  # not even cpu fits the RAM
+        (8.0, 16, 1.0, "cpu"),  # nor the host RAM (each needs ~1.4 GiB with the CUDA libraries)
     ],
 )
 def test_choose_auto_preset(gpu_gb: float | None, cores: int, ram_gb: float, expected: str) -> None:
-    assert mem.choose_auto_preset(gpu_gb, cores, ram_gb, mem.load_presets(PRESETS)) == expected
+    assert mem.choose_auto_preset(gpu_gb, cores, ram_gb, PRESETS) == expected
 
 
 def test_oom_message_has_breakdown_and_the_preset_that_fits() -> None:
@@ -187,6 +180,12 @@ def test_oom_message_has_breakdown_and_the_preset_that_fits() -> None:
     assert "activations" in text and "CUDA context" in text
     assert "Largest preset that fits this card: --preset fast." in text
     assert "No preset fits" in mem.oom_message(shape, gpu_mem_gb=0.1, ram_gb=64.0, presets=presets)
+
+
+def test_shipped_presets_load() -> None:
+    presets = mem.load_presets()
+    assert {"quick", "cpu", "fast", "heavy", "beast"} <= set(presets) and "auto" not in presets
+    assert mem.choose_auto_preset(None, 4, 16.0) == "cpu"
 
 
 def test_estimate_for_args(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -228,7 +227,7 @@ def test_cli_compare_memory_and_breakdown() -> None:
         (["--memory", "0"], "--memory must be a positive"),
         (["--memory", "abc"], "invalid float value"),
         (["--preset", "fast", "--device", "gpu"], "--device 'gpu' is not valid"),
-        (["--preset", "nope.yaml"], "no such file"),
+        (["--preset", "nope.yaml"], "does not exist"),
         (["--compare", "--memory", "8"], "not allowed with"),
     ],
 )

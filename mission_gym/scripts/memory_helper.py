@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mission_gym.config.loader import suggest
 from mission_gym.scripts.cli import CliParser, fail
 from mission_gym.training import memory as mem
 
@@ -184,30 +183,22 @@ def main(argv: list[str] | None = None) -> int:
     preset_arg = args.preset or ("quick" if args.measure else None)
     shape = name = None
     if preset_arg is not None:
-        is_path = preset_arg.endswith((".yaml", ".yml"))
-        if not is_path and preset_arg not in names:
-            return fail(
-                f"--preset {preset_arg!r} is not a preset{suggest(preset_arg, names)}; "
-                f"valid: {', '.join(names)} or a .yaml file"
-            )
-        if is_path and not Path(preset_arg).is_file():
-            return fail(f"--preset {preset_arg!r}: no such file")
-        name = Path(preset_arg).stem if is_path else preset_arg
+        name = Path(preset_arg).stem
         try:
-            config = mem.load_preset_file(preset_arg, args.presets_dir)
-            if name in mem.SELECTOR_PRESETS:
+            if mem.is_selector(preset_arg, args.presets_dir):
                 hw = mem.detect_hardware()
-                name = mem.choose_auto_preset(hw.gpu_mem_gb, hw.cores, ram_gb, mem.load_presets(args.presets_dir))
-                print(f"auto -> {name} (GPU: {hw.gpu_name or 'none'}, {hw.cores} cores, {ram_gb:.0f} GiB RAM)")
-                config = mem.load_preset_file(name, args.presets_dir)
-            device = _resolve_device(args.device, mem.config_value(config, "device"))
+                name = mem.choose_auto_preset(hw.gpu_mem_gb, hw.cores, ram_gb, args.presets_dir)
+                print(f"{preset_arg} -> {name} (GPU: {hw.gpu_name or 'none'}, {hw.cores} cores, {ram_gb:.0f} GiB RAM)")
+                preset_arg = name
+            config = mem.load_preset_file(preset_arg, args.presets_dir)
+            device = _resolve_device(args.device, config.device)
             if device is None:
                 return fail(f"--device {args.device!r} is not valid; use auto, cpu, cuda or cuda:N")
             shape = mem.shape_from_config(config, device=device)
             if args.vec_env:
                 shape = replace(shape, vec_env=args.vec_env)
-        except (OSError, ValueError) as exc:
-            return fail(f"preset {preset_arg!r}: {exc}")
+        except (OSError, ValueError) as exc:  # ConfigError is a ValueError; its text names the file and key
+            return fail(str(exc))
 
     if args.measure:
         if shape.on_cuda and not mem.detect_hardware().gpu_mem_gb:

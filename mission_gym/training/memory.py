@@ -430,18 +430,37 @@ def spaces_fields(observation_space: Any, action_space: Any) -> dict[str, Any]:
     return {"obs_dim": obs_dim, "obs_itemsize": obs_itemsize, "action_kind": kind, "action_sizes": sizes}
 
 
-def shape_from_config(config: Any, *, device: str | None = None, **spaces: Any) -> RunShape:
-    """Build a :class:`RunShape` from a resolved training configuration (an object or a mapping).
+def resolve_vec_env(kind: str, env_id: str, n_envs: int, cores: int) -> str:
+    """The vec-env kind ``auto`` stands for (the spec's rule): ``native`` for Mission Gym, ``subproc`` for other
+    Gymnasium ids when there are several envs and cores, else ``dummy``.
 
-    Reads ``n_envs``, ``n_steps``, ``batch_size``, ``n_epochs``, the network (``network_arch``/``net_arch``),
-    ``activation``, ``vec_env``, ``device`` and ``normalize``; missing ones keep the ``RunShape`` defaults
-    (Mission Gym's spaces, native vec env, CPU). A ``batch_size`` of ``"auto"`` or None uses the rollout size
-    rule of :func:`largest_divisor_at_most` with ``target_batch`` / ``batch_target``.
-
-    :param config: the resolved configuration
-    :param device: overrides the configuration's device (``auto`` is resolved by the caller)
-    :param spaces: ``RunShape`` fields for other envs, e.g. from :func:`spaces_fields`
+    :param kind: ``auto`` or an explicit kind (returned as is)
+    :param env_id: the Gymnasium id
+    :param n_envs: environments
+    :param cores: CPU cores available
     """
+    if kind != "auto":
+        return kind
+    if env_id.startswith("MissionGym"):
+        return "native"
+    return "subproc" if n_envs > 1 and cores > 1 else "dummy"
+
+
+def shape_from_config(config: Any, *, device: str | None = None, cores: int | None = None, **spaces: Any) -> RunShape:
+    """Build a :class:`RunShape` from a training configuration: the trainer's ``TrainConfig`` or a mapping/object
+    with the same field names (looked up one section deep, so ``ppo:``-style blocks work too).
+
+    Reads ``n_envs``, ``n_steps``, ``batch_size`` (``auto``: :func:`~mission_gym.training.batch.choose_batch_size`
+    with ``target_batch`` and ``min_batch``), ``n_epochs``, ``network_arch``, ``activation``, ``vec_env`` (``auto``:
+    :func:`resolve_vec_env`), ``env``, ``device`` and ``normalize``.
+
+    :param config: the configuration
+    :param device: overrides the configuration's device; ``auto`` left unresolved counts as ``cpu`` (so does ``mps``)
+    :param cores: CPU cores, for resolving ``vec_env: auto`` (detected when None)
+    :param spaces: ``RunShape`` fields for envs other than Mission Gym, e.g. from :func:`spaces_fields`
+    """
+    from mission_gym.training.batch import DEFAULT_FLOOR, choose_batch_size
+
     missing = [k for k in ("n_envs", "n_steps") if config_value(config, k) is None]
     if missing:
         raise ValueError(f"the configuration has no {' or '.join(missing)}")
@@ -449,12 +468,19 @@ def shape_from_config(config: Any, *, device: str | None = None, **spaces: Any) 
     n_steps = int(config_value(config, "n_steps"))
     batch = config_value(config, "batch_size")
     if batch in (None, "auto"):
-        target = int(config_value(config, "target_batch", "batch_target", "target_batch_size", default=n_envs * n_steps))
-        batch = largest_divisor_at_most(n_envs * n_steps, target)
+        target = int(config_value(config, "target_batch", default=n_envs * n_steps))
+        batch = choose_batch_size(n_envs * n_steps, target, int(config_value(config, "min_batch", default=DEFAULT_FLOOR)))
     pi, vf = parse_arch(config_value(config, *_ARCH_KEYS, default=(64, 64)))
     activation = config_value(config, "activation", "activation_fn", default="tanh")
     activation = _ACTIVATION_NAMES.get(getattr(activation, "__name__", str(activation)), str(activation)).lower()
     dev = device or str(config_value(config, "device", default="cpu"))
+    vec_env = str(config_value(config, "vec_env", default="auto"))
+    if vec_env == "auto":
+        if cores is None:
+            from mission_gym.training.hardware import available_cores
+
+            cores = available_cores()
+        vec_env = resolve_vec_env(vec_env, str(config_value(config, "env", default="MissionGym-v0")), n_envs, cores)
     fields: dict[str, Any] = {
         "n_envs": n_envs,
         "n_steps": n_steps,
@@ -462,9 +488,9 @@ def shape_from_config(config: Any, *, device: str | None = None, **spaces: Any) 
         "net_arch": pi,
         "vf_arch": vf,
         "activation": activation,
-        "vec_env": str(config_value(config, "vec_env", default="native")),
-        "device": "cpu" if dev == "auto" else dev,
-        "normalize": bool(config_value(config, "normalize", "vec_normalize", "normalise", default=False)),
+        "vec_env": vec_env,
+        "device": "cpu" if dev in ("auto", "mps") else dev,  # MPS: unified memory, counted as host RAM
+        "normalize": bool(config_value(config, "normalize", default=False)),
         "n_epochs": int(config_value(config, "n_epochs", default=10)),
     }
     fields.update(spaces)
@@ -472,31 +498,18 @@ def shape_from_config(config: Any, *, device: str | None = None, **spaces: Any) 
 
 
 def estimate_for_config(config: Any, *, device: str | None = None, **spaces: Any) -> MemoryEstimate:
-    """Estimate a resolved training configuration (see :func:`shape_from_config` for what is read).
+    """Estimate a training configuration (see :func:`shape_from_config` for what is read).
 
-    :param config: the resolved configuration (object or mapping)
-    :param device: overrides the configuration's device
+    This is the adapter the trainer calls with its resolved ``TrainConfig`` and resolved device.
+
+    :param config: the configuration
+    :param device: the resolved device (overrides the configuration's ``auto``)
     :param spaces: ``RunShape`` fields for envs other than Mission Gym (see :func:`spaces_fields`)
     """
     return estimate_memory(shape_from_config(config, device=device, **spaces))
 
 
-def largest_divisor_at_most(n: int, target: int) -> int:  # TODO: use the trainer's choose_batch_size once it lands
-    """The largest divisor of ``n`` that is ≤ ``target`` (the project's batch-size rule).
-
-    :param n: the rollout size
-    :param target: the wanted batch size
-    """
-    for d in range(min(n, max(1, target)), 0, -1):
-        if n % d == 0:
-            return d
-    return 1
-
-
 # --- Presets and the ``auto`` choice -------------------------------------------------------------------------------
-SELECTOR_PRESETS = ("auto",)  # names that pick another preset rather than describe a run
-SMOKE_PRESETS = ("quick",)  # never chosen by ``auto``
-CPU_PRESET = "cpu"
 # ``auto`` gives a GPU preset at least n_envs / ENVS_PER_CORE cores (fast 2, heavy 4, beast 8). A heuristic: the
 # native env steps in one thread, but each step also runs policy inference and SB3's Python loop, and torch uses
 # the remaining cores for its CPU-side work; with fewer cores the bigger presets' longer rollouts leave the GPU idle.
@@ -504,90 +517,119 @@ ENVS_PER_CORE = 8
 
 
 def presets_dir() -> Path:
-    """Directory of the presets shipped with the package."""
-    return Path(__file__).resolve().parent.parent / "presets"
+    """Directory of the presets shipped with the package (the trainer's)."""
+    from mission_gym.training.presets import presets_dir as shipped
+
+    return shipped()
 
 
-def load_preset_file(name_or_path: str | Path, directory: str | Path | None = None) -> Any:
-    """One preset: the trainer's validated object when its loader is available, else the YAML mapping.
+def _preset_files(directory: str | Path | None) -> dict[str, Path]:
+    folder = Path(directory) if directory is not None else presets_dir()
+    return {path.stem: path for path in sorted(folder.glob("*.yaml"))}
 
-    :param name_or_path: a preset name (a file ``<name>.yaml`` in ``directory``) or a path to a YAML file
-    :param directory: where named presets live; None for the package's own
-    """
-    from mission_gym.config.yaml_io import read_yaml
 
-    path = Path(name_or_path)
-    if path.suffix not in (".yaml", ".yml"):
-        path = (Path(directory) if directory is not None else presets_dir()) / f"{name_or_path}.yaml"
-    if directory is None:
-        try:
-            from mission_gym.training.presets import load_preset  # the trainer's typed loader
-        except ImportError:
-            pass
-        else:
-            return load_preset(str(name_or_path))
-    if not path.is_file():
-        raise FileNotFoundError(f"no preset file {path}")
-    return read_yaml(path) or {}
+def _raw(path: Path) -> Mapping[str, Any]:
+    from mission_gym.config.yaml_io import ConfigError, read_yaml
+
+    data = read_yaml(path) or {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of preset keys, got {type(data).__name__}")
+    return data
 
 
 def preset_names(directory: str | Path | None = None) -> list[str]:
-    """Names of the presets in ``directory`` (default: the shipped ones), ``auto`` included.
+    """Names of the presets in ``directory`` (default: the shipped ones), selectors such as ``auto`` included.
 
     :param directory: a directory of ``*.yaml`` presets; None for the package's own
     """
-    folder = Path(directory) if directory is not None else presets_dir()
-    return sorted(path.stem for path in folder.glob("*.yaml"))
+    return list(_preset_files(directory))
+
+
+def is_selector(name: str, directory: str | Path | None = None) -> bool:
+    """Whether preset ``name`` picks another preset (``selector: true``, like ``auto``) instead of describing a run.
+
+    :param name: a preset name in ``directory``
+    :param directory: a directory of ``*.yaml`` presets; None for the package's own
+    """
+    path = _preset_files(directory).get(name)
+    return path is not None and _raw(path).get("selector") is True
+
+
+def load_preset_file(name_or_path: str | Path, directory: str | Path | None = None) -> Any:
+    """One run preset, validated by the trainer's ``TrainConfig``.
+
+    :param name_or_path: a preset name in ``directory`` or a path to a YAML file
+    :param directory: where named presets live; None for the package's own
+    :raises ConfigError: for an unknown name, a missing file, a selector preset or an invalid value
+    """
+    from mission_gym.config.loader import suggest
+    from mission_gym.config.yaml_io import ConfigError, validate
+    from mission_gym.training.presets import TrainConfig
+
+    files = _preset_files(directory)
+    text = str(name_or_path)
+    if text in files:
+        path, name = files[text], text
+    elif text.endswith((".yaml", ".yml")):
+        path, name = Path(text), text
+        if not path.is_file():
+            raise ConfigError(f"preset file {text!r} does not exist")
+    else:
+        raise ConfigError(f"unknown preset {text!r}{suggest(text, list(files))}; valid: {', '.join(files)} or a YAML file")
+    data = _raw(path)
+    if data.get("selector") is True:
+        raise ConfigError(f"preset {text!r} picks another preset; resolve it with choose_auto_preset first")
+    return validate(TrainConfig, {"preset": Path(name).stem, **data}, str(path))
 
 
 def load_presets(directory: str | Path | None = None) -> dict[str, Any]:
-    """Every preset by name (``auto`` included), read from ``directory`` or the shipped presets.
+    """Every run preset by name (selectors such as ``auto`` left out), from ``directory`` or the shipped presets.
 
     :param directory: a directory of ``*.yaml`` presets; None for the package's own
     """
-    names = preset_names(directory)
+    names = [n for n in preset_names(directory) if not is_selector(n, directory)]
     if not names:
         raise FileNotFoundError(f"no presets (*.yaml) in {Path(directory) if directory is not None else presets_dir()}")
     return {name: load_preset_file(name, directory) for name in names}
 
 
 def preset_shapes(presets: Mapping[str, Any], device: str | None = None) -> dict[str, RunShape]:
-    """Shapes of the presets that describe a run (``auto`` left out).
+    """Shapes of presets.
 
-    :param presets: name → preset (mapping or typed object)
+    :param presets: name → preset (``TrainConfig`` or mapping)
     :param device: ``cpu`` or ``cuda`` for every preset; None keeps each preset's own (``auto`` → cpu)
     """
-    return {name: shape_from_config(cfg, device=device) for name, cfg in presets.items() if name not in SELECTOR_PRESETS}
+    return {name: shape_from_config(cfg, device=device) for name, cfg in presets.items()}
 
 
-def choose_auto_preset(
-    gpu_mem_gb: float | None,
-    cores: int,
-    ram_gb: float,
-    presets: Mapping[str, Any] | None = None,
-) -> str:
-    """The preset ``--preset auto`` runs: with a GPU, the largest GPU preset whose estimate fits the card and the
-    host RAM (keeping ``1 - FIT_FRACTION`` free) and that has at least ``n_envs / ENVS_PER_CORE`` cores; without
-    one (or when no GPU preset fits), ``cpu``; ``quick`` when even ``cpu`` does not fit the RAM.
+def choose_auto_preset(gpu_mem_gb: float | None, cores: int, ram_gb: float, directory: str | Path | None = None) -> str:
+    """The preset ``--preset auto`` runs, chosen with the estimator.
+
+    The candidates are the GPU presets ``auto.yaml`` lists and its CPU preset. With a GPU: the candidate with the
+    largest estimated GPU memory that fits the card and the host RAM (keeping ``1 - FIT_FRACTION`` of each free)
+    and has at least ``n_envs / ENVS_PER_CORE`` cores. Without one, or when no GPU candidate fits: the CPU preset.
+    ``auto.yaml``'s ``min_gpu_gb`` thresholds are not used: the estimate replaces them.
 
     :param gpu_mem_gb: total memory of the GPU in GiB, None without a CUDA GPU
     :param cores: CPU cores available to the run
     :param ram_gb: host RAM in GiB available to the run
-    :param presets: name → preset; None reads the shipped presets
+    :param directory: a directory of presets with an ``auto.yaml``; None for the package's own
     """
-    presets = load_presets() if presets is None else presets
-    fallback = [name for name in (CPU_PRESET, *SMOKE_PRESETS) if name in presets]
-    gpu_names = [n for n in presets if n not in SELECTOR_PRESETS + SMOKE_PRESETS and n != CPU_PRESET]
+    from mission_gym.config.yaml_io import validate
+    from mission_gym.training.presets import AutoPreset
+
+    files = _preset_files(directory)
+    selector = next((n for n in files if is_selector(n, directory)), None)
+    if selector is None:
+        raise FileNotFoundError(f"no selector preset (selector: true) in {directory or presets_dir()}")
+    rules = validate(AutoPreset, _raw(files[selector]), str(files[selector]))
     if gpu_mem_gb:
-        cuda = {n: estimate_memory(shape_from_config(presets[n], device="cuda")) for n in gpu_names}
-        for name in sorted(cuda, key=lambda n: cuda[n].gpu_bytes, reverse=True):
-            est = cuda[name]
+        estimates = [estimate_memory(shape_from_config(load_preset_file(r.preset, directory), device="cuda", cores=cores))
+                     for r in rules.gpu]  # fmt: skip
+        for est in sorted(estimates, key=lambda e: e.gpu_bytes, reverse=True):
             if fits(est, gpu_mem_gb, ram_gb) and cores * ENVS_PER_CORE >= est.shape.n_envs:
-                return name
-    for name in fallback:
-        if fits(estimate_memory(shape_from_config(presets[name], device="cpu")), None, ram_gb):
-            return name
-    return fallback[-1] if fallback else min(gpu_names, key=lambda n: shape_from_config(presets[n]).rollout)
+                return next(r.preset for r, e in zip(rules.gpu, estimates) if e is est)
+    return rules.cpu
 
 
 def largest_fitting_preset(
@@ -638,11 +680,11 @@ def oom_message(shape: RunShape, gpu_mem_gb: float | None, ram_gb: float, preset
 
 
 def estimate_for_args(argv: Sequence[str], presets_directory: str | Path | None = None) -> tuple[float, float]:
-    """Estimated ``(host_mb, gpu_mb)`` of a ``train_ppo`` command line (used by the launcher to admit jobs).
+    """Estimated ``(host_mb, gpu_mb)`` of a ``train_ppo`` command line (the launcher admits jobs with it).
 
-    Reads ``--preset`` (default ``auto`` resolved for this machine) and the flags that change memory:
-    ``--n-envs``, ``--n-steps``, ``--batch-size``, ``--n-epochs``, ``--network-arch``, ``--vec-env``, ``--device``.
-    Unknown flags are ignored. ``gpu_mb`` is 0 when the run would use the CPU.
+    Reads ``--preset`` (default ``auto``, resolved with :func:`choose_auto_preset` for this machine) and the flags
+    that change memory: ``--n-envs``, ``--n-steps``, ``--batch-size``, ``--n-epochs``, ``--network-arch``,
+    ``--vec-env``, ``--device``. Other flags are ignored. ``gpu_mb`` is 0 when the run would use the CPU.
 
     :param argv: the ``train_ppo`` arguments
     :param presets_directory: where named presets live; None for the package's own
@@ -658,40 +700,24 @@ def estimate_for_args(argv: Sequence[str], presets_directory: str | Path | None 
     args, _ = p.parse_known_args(list(argv))
     hw = detect_hardware()
     preset = args.preset
-    if preset == "auto":
-        preset = choose_auto_preset(hw.gpu_mem_gb, hw.cores, hw.ram_gb, load_presets(presets_directory))
-    config = dict(_as_mapping(load_preset_file(preset, presets_directory)))
+    if is_selector(preset, presets_directory):
+        preset = choose_auto_preset(hw.gpu_mem_gb, hw.cores, hw.ram_gb, presets_directory)
+    config = load_preset_file(preset, presets_directory)
     overrides = {
         "n_envs": args.n_envs,
         "n_steps": args.n_steps,
         "n_epochs": args.n_epochs,
-        "batch_size": None if args.batch_size in (None, "auto") else int(args.batch_size),
+        "batch_size": args.batch_size if args.batch_size in (None, "auto") else int(args.batch_size),
         "network_arch": args.network_arch,
         "vec_env": args.vec_env,
+        "device": args.device,
     }
-    if args.batch_size == "auto":
-        config["batch_size"] = "auto"
-    config.update({k: v for k, v in overrides.items() if v is not None})
-    device = args.device or str(config_value(config, "device", default="auto"))
+    config = config.model_validate({**config.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+    device = config.device
     if device == "auto":
         device = "cuda" if hw.gpu_mem_gb else "cpu"
-    est = estimate_for_config(config, device=device)
+    est = estimate_memory(shape_from_config(config, device=device, cores=hw.cores))
     return est.host_bytes / MB, est.gpu_bytes / MB
-
-
-def _as_mapping(config: Any) -> Mapping[str, Any]:
-    """A flat mapping view of a preset (typed object or mapping) for applying command-line overrides."""
-    if isinstance(config, Mapping):
-        flat: dict[str, Any] = {}
-        for key, value in config.items():
-            if isinstance(value, Mapping):
-                flat.update(value)
-            else:
-                flat[key] = value
-        return flat
-    if hasattr(config, "model_dump"):
-        return _as_mapping(config.model_dump())
-    return _as_mapping(dict(vars(config)))
 
 
 @dataclass(frozen=True)
@@ -710,26 +736,25 @@ class Hardware:
     ram_gb: float
 
 
-def detect_hardware(device_index: int = 0) -> Hardware:
+def detect_hardware(device: str = "cuda") -> Hardware:
     """Detect the GPU (through torch, so ``CUDA_VISIBLE_DEVICES`` is respected), usable cores and host RAM.
 
-    :param device_index: the CUDA device to report
+    :param device: the CUDA device to report
     """
-    import os
-
     import psutil
+
+    from mission_gym.training.hardware import available_cores, gpu_memory_gb
 
     gpu_mem = name = None
     try:
-        import torch
+        gpu_mem = gpu_memory_gb(device)
+        if gpu_mem is not None:
+            import torch
 
-        if torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(device_index)
-            gpu_mem, name = props.total_memory / GB, props.name
-    except Exception:  # a broken driver is treated as no GPU; the trainer reports the real error when it uses one
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return Hardware(gpu_mem_gb=gpu_mem, gpu_name=name, cores=cores, ram_gb=psutil.virtual_memory().total / GB)
+            name = torch.cuda.get_device_name(torch.device(device))
+    except Exception:  # a broken driver counts as no GPU here; the trainer reports the real error when it uses one
+        gpu_mem = None
+    return Hardware(gpu_mem_gb=gpu_mem, gpu_name=name, cores=available_cores(), ram_gb=psutil.virtual_memory().total / GB)
 
 
 @dataclass
