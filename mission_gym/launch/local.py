@@ -34,6 +34,7 @@ from mission_gym.launch.resources import (
     estimate_job_memory,
     free_host_mb,
     gpu_memory_by_pid,
+    job_timesteps,
     list_gpus,
     tree_pids,
     tree_rss_mb,
@@ -213,6 +214,7 @@ class LocalLauncher:
         self.records = [JobRecord(j, self.runs_dir / j.name, self.launch_dir / f"{j.name}.log") for j in jobs]
         for r in self.records:
             r.host_mb, r.gpu_mb = estimate_job_memory(r.job, self.gpus)
+            r.total_steps = job_timesteps(r.job)
         self._procs: dict[str, subprocess.Popen] = {}
         self._gpu_of: dict[str, int] = {}
         self._killed: set[str] = set()

@@ -26,7 +26,7 @@ from rich.live import Live
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import INTERRUPTED_CODES, child_env, finish_if_exited, spawn, stop_signals, wait_and_stop
 from mission_gym.launch.report import JobRecord, failure_reason, print_summary, status_table
-from mission_gym.launch.resources import MB, GpuInfo, available_cores, estimate_job_memory, list_gpus
+from mission_gym.launch.resources import MB, GpuInfo, available_cores, estimate_job_memory, job_timesteps, list_gpus
 
 #: when the driver cannot see the cluster's GPUs, a job gets a whole one unless told otherwise
 DEFAULT_GPU_FRACTION = 1.0
@@ -140,6 +140,7 @@ def run_ray(
         options: dict[str, dict[str, Any]] = {}
         for r in records:
             r.host_mb, r.gpu_mb = estimate_job_memory(r.job, gpus)
+            r.total_steps = job_timesteps(r.job)
             cpus = r.job.cpus or 1
             gpu = r.job.gpus if r.job.gpus is not None else gpu_fraction(r.gpu_mb, local_gpus)
             opts: dict[str, Any] = {"num_cpus": cpus, "num_gpus": gpu, "name": r.name, "max_retries": 0}

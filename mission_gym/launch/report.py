@@ -46,6 +46,7 @@ class JobRecord:
     device: str | None = None
     host_mb: float = 0.0
     gpu_mb: float = 0.0
+    total_steps: int | None = None
     started: float | None = None
     ended: float | None = None
     reason: str = ""
@@ -161,10 +162,9 @@ def _fmt_time(seconds: float | None) -> str:
 
 def _steps(r: JobRecord) -> str:
     steps = _num(r.progress, "time/total_timesteps")
-    total = r.job.flag("timesteps")
     if steps is None:
         return ""
-    return f"{steps:,.0f}" + (f"/{float(total):,.0f}" if total and total.replace(".", "", 1).isdigit() else "")
+    return f"{steps:,.0f}" + (f"/{r.total_steps:,}" if r.total_steps else "")
 
 
 def _win(r: JobRecord) -> str:

@@ -18,7 +18,6 @@ HOST_HEADROOM_MB = 512.0
 #: when the estimator cannot answer: a train_ppo process (torch + SB3 + numba + buffers) and its CUDA context
 FALLBACK_HOST_MB = 2048.0
 FALLBACK_GPU_MB = 1536.0
-MISSION_ENV_ID = "MissionGym-v0"
 
 
 @dataclass(frozen=True)
@@ -119,17 +118,6 @@ def tree_rss_mb(pid: int) -> float:
     return total
 
 
-#: train_ppo flags that change a run's memory, and the configuration key the estimator reads for each
-SHAPE_FLAGS = {
-    "n-envs": "n_envs",
-    "n-steps": "n_steps",
-    "batch-size": "batch_size",
-    "n-epochs": "n_epochs",
-    "network-arch": "network_arch",
-    "vec-env": "vec_env",
-}
-
-
 def _memory_module() -> Any | None:
     try:
         from mission_gym.training import memory
@@ -138,58 +126,54 @@ def _memory_module() -> Any | None:
     return memory
 
 
-def _job_config(job: Job, gpus: Sequence[GpuInfo]) -> Any | None:
-    """The job's preset with its shape flags laid over it, as the estimator reads configurations; None if unknown."""
+def job_timesteps(job: Job) -> int | None:
+    """The job's target timesteps: its ``--timesteps`` flag, else its preset's; None when unknown."""
+    value = job.flag("timesteps")
     memory = _memory_module()
-    if memory is None:
-        return None
+    if value is None and memory is not None:
+        try:
+            value = memory.config_value(memory.load_preset_file(job.preset or "auto"), "timesteps")
+        except Exception:
+            return None
     try:
-        preset = memory.load_preset_file(job.preset or "auto")  # the trainer's loader resolves ``auto``
-    except Exception:
+        return int(float(str(value).replace("_", "")))
+    except ValueError:
         return None
-    overlay: dict[str, Any] = {"preset": preset}  # the estimator looks at the top level first, then into sections
-    for flag, key in SHAPE_FLAGS.items():
-        value = job.flag(flag)
-        if value is not None:
-            overlay[key] = int(value) if value.isdigit() else value
-    if str(memory.config_value(overlay, "vec_env", default="auto")) == "auto":  # the trainer's rule (trainer.md)
-        env = job.flag("env") or MISSION_ENV_ID
-        n_envs = int(memory.config_value(overlay, "n_envs", default=1))
-        subproc = n_envs > 1 and len(available_cores()) > 1
-        overlay["vec_env"] = "native" if env == MISSION_ENV_ID else "subproc" if subproc else "dummy"
-    return overlay
 
 
-def job_uses_gpu(job: Job, gpus: Sequence[GpuInfo], config: Any | None = None) -> bool:
-    """Whether the job will train on a GPU: not with ``--device cpu`` (flag or preset) or without GPUs."""
+def job_uses_gpu(job: Job, gpus: Sequence[GpuInfo]) -> bool:
+    """Whether the job may train on a GPU: not with ``--device cpu`` (flag or preset) or without GPUs."""
     if not gpus:
         return False
     device = job.device
     memory = _memory_module()
-    if device is None and config is not None and memory is not None:
-        device = memory.config_value(config, "device")
+    if device is None and memory is not None:
+        try:
+            device = memory.config_value(memory.load_preset_file(job.preset or "auto"), "device")
+        except Exception:
+            device = None
     return device is None or not str(device).startswith("cpu")
 
 
 def estimate_job_memory(job: Job, gpus: Sequence[GpuInfo] | None = None) -> tuple[float, float]:
     """Estimated peak memory of one job: ``(host_mb, gpu_mb)``.
 
-    Asks :mod:`mission_gym.training.memory` about the job's preset with its ``--n-envs``, ``--n-steps``,
-    ``--batch-size``, ``--n-epochs``, ``--network-arch``, ``--vec-env`` and ``--device`` flags applied (Mission
-    Gym's spaces); when that cannot answer, a conservative guess (:data:`FALLBACK_HOST_MB`, and
-    :data:`FALLBACK_GPU_MB` on a GPU).
+    Asks the memory estimator (:func:`mission_gym.training.memory.estimate_for_args`: the job's preset with its
+    ``--n-envs``, ``--n-steps``, ``--batch-size``, ``--n-epochs``, ``--network-arch``, ``--vec-env`` and ``--device``
+    flags); when it cannot answer, a conservative guess (:data:`FALLBACK_HOST_MB`, plus :data:`FALLBACK_GPU_MB`
+    when the job may use a GPU).
+
+    :param gpus: the GPUs jobs may use (default: this machine's); without any, ``gpu_mb`` is 0
     """
     gpus = list_gpus() if gpus is None else gpus
-    config = _job_config(job, gpus)
-    on_gpu = job_uses_gpu(job, gpus, config)
     memory = _memory_module()
-    if config is not None and memory is not None:
+    if memory is not None:
         try:
-            est = memory.estimate_for_config(config, device="cuda" if on_gpu else "cpu")
-            return est.host_bytes / MB, est.gpu_bytes / MB
+            host_mb, gpu_mb = memory.estimate_for_args(list(job.args))
+            return float(host_mb), (float(gpu_mb) if gpus else 0.0)
         except Exception:
             pass
-    return FALLBACK_HOST_MB, (FALLBACK_GPU_MB if on_gpu else 0.0)
+    return FALLBACK_HOST_MB, (FALLBACK_GPU_MB if job_uses_gpu(job, gpus) else 0.0)
 
 
 class CoreAllocator:
