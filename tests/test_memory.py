@@ -70,13 +70,14 @@ def test_cpu_estimate_pins_each_term() -> None:
     activations = int(2048 * (512 * 4 + 44 + 1) * 4 * mem.ACTIVATION_FACTOR["tanh"])
     expected = {
         mem.HOST_BASELINE: mem.HOST_BASELINE_MB * mem.MB,
+        mem.HOST_SIM_KERNELS: mem.HOST_SIM_KERNELS_MB * mem.MB,
         mem.HOST_BUFFER: 4096 * 456,
         mem.HOST_BUFFER_COPIES: 4096 * 400 + 2048 * 432,
         mem.HOST_ENV: 16 * mem.NATIVE_ENV_BYTES,
         mem.HOST_MODEL: 16 * params,
         mem.HOST_ACTIVATIONS: activations,
     }
-    dynamic = sum(v for k, v in expected.items() if k != mem.HOST_BASELINE)
+    dynamic = sum(v for k, v in expected.items() if k not in (mem.HOST_BASELINE, mem.HOST_SIM_KERNELS))
     expected[mem.HOST_SLACK] = mem.HOST_LEARN_FIXED_MB * mem.MB + mem.HOST_ALLOC_SLACK * dynamic
     assert est.host == pytest.approx(expected)
     assert est.host_bytes == pytest.approx(sum(expected.values()))
@@ -110,6 +111,7 @@ def test_env_kinds() -> None:
     assert native.host[mem.HOST_ENV] == 8 * mem.NATIVE_ENV_BYTES
     assert dummy.host[mem.HOST_ENV] == 8 * mem.DUMMY_ENV_BYTES
     assert sub.worker_bytes == (8 * mem.SUBPROC_WORKER_MB + mem.SUBPROC_SERVER_MB) * mem.MB
+    assert mem.HOST_SIM_KERNELS not in sub.host and mem.HOST_SIM_KERNELS in native.host  # the workers hold the kernels
     assert native.worker_bytes == 0
     normalized = mem.estimate_memory(small_shape(n_envs=8, normalize=True))
     assert normalized.host[mem.HOST_ENV] == native.host[mem.HOST_ENV] + 2 * 8 * 100 * 4

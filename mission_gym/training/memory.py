@@ -38,11 +38,14 @@ MB = 2**20
 GB = 2**30
 
 # --- Host constants (measured here, see the module docstring for the machine) ----------------------------------
-# RSS of a process that imported torch + SB3 + mission_gym, built a MissionVecEnv (numba kernels loaded from the
-# cache, +49 MB) and a PPO MlpPolicy (+80 MB: torch's first ops, thread pools), before ``learn``: 431–442 MB for
-# networks of 64,64 … 1024,512,512,256 (the parameters are counted separately). The trainer adds rich, pydantic,
-# tqdm and the TensorBoard writer: +13 MB measured.
-HOST_BASELINE_MB = 435.0
+# RSS of a process that imported torch + SB3 + mission_gym, built a MissionVecEnv and a PPO MlpPolicy (+80 MB: torch's
+# first ops, thread pools), before ``learn``: 431–442 MB for networks of 64,64 … 1024,512,512,256 (parameters are
+# counted separately). The trainer adds rich, pydantic, tqdm and the TensorBoard writer: +13 MB measured.
+# Of that, the loaded numba kernels of the simulation are 49 MB (RSS after building and stepping the first env minus
+# RSS after the imports); with subproc they live in the workers instead: the main process of `quick` with subproc
+# peaked at 395 MB against 443 MB with native.
+HOST_BASELINE_MB = 386.0
+HOST_SIM_KERNELS_MB = 49.0
 # Autograd's and the allocator's first-use memory in ``learn``: a 24k-parameter policy with 8×64 steps peaked
 # 11 MB above its pre-learn RSS while buffer, Adam and activations add up to ~1 MB.
 HOST_LEARN_FIXED_MB = 10.0
@@ -281,7 +284,8 @@ class MemoryEstimate:
         return "\n".join(lines)
 
 
-HOST_BASELINE = "process baseline (python, torch, SB3, numba)"
+HOST_BASELINE = "process baseline (python, torch, SB3)"
+HOST_SIM_KERNELS = "simulation kernels (numba, in-process envs)"
 HOST_CUDA = "CUDA runtime libraries (host side)"
 HOST_BUFFER = "rollout buffer"
 HOST_BUFFER_COPIES = "buffer flatten + minibatch copies"
@@ -312,6 +316,8 @@ def estimate_memory(shape: RunShape) -> MemoryEstimate:
     obs_batch = shape.n_envs * shape.obs_dim * 4
 
     host: dict[str, float] = {HOST_BASELINE: HOST_BASELINE_MB * MB}
+    if shape.vec_env != "subproc":
+        host[HOST_SIM_KERNELS] = HOST_SIM_KERNELS_MB * MB
     if shape.on_cuda:
         host[HOST_CUDA] = HOST_CUDA_RUNTIME_MB * MB
     host[HOST_BUFFER] = buffer
@@ -430,29 +436,13 @@ def spaces_fields(observation_space: Any, action_space: Any) -> dict[str, Any]:
     return {"obs_dim": obs_dim, "obs_itemsize": obs_itemsize, "action_kind": kind, "action_sizes": sizes}
 
 
-def resolve_vec_env(kind: str, env_id: str, n_envs: int, cores: int) -> str:
-    """The vec-env kind ``auto`` stands for (the spec's rule): ``native`` for Mission Gym, ``subproc`` for other
-    Gymnasium ids when there are several envs and cores, else ``dummy``.
-
-    :param kind: ``auto`` or an explicit kind (returned as is)
-    :param env_id: the Gymnasium id
-    :param n_envs: environments
-    :param cores: CPU cores available
-    """
-    if kind != "auto":
-        return kind
-    if env_id.startswith("MissionGym"):
-        return "native"
-    return "subproc" if n_envs > 1 and cores > 1 else "dummy"
-
-
 def shape_from_config(config: Any, *, device: str | None = None, cores: int | None = None, **spaces: Any) -> RunShape:
     """Build a :class:`RunShape` from a training configuration: the trainer's ``TrainConfig`` or a mapping/object
     with the same field names (looked up one section deep, so ``ppo:``-style blocks work too).
 
     Reads ``n_envs``, ``n_steps``, ``batch_size`` (``auto``: :func:`~mission_gym.training.batch.choose_batch_size`
     with ``target_batch`` and ``min_batch``), ``n_epochs``, ``network_arch``, ``activation``, ``vec_env`` (``auto``:
-    :func:`resolve_vec_env`), ``env``, ``device`` and ``normalize``.
+    :func:`~mission_gym.training.vec_env.resolve_kind`), ``env``, ``device`` and ``normalize``.
 
     :param config: the configuration
     :param device: overrides the configuration's device; ``auto`` left unresolved counts as ``cpu`` (so does ``mps``)
@@ -480,7 +470,9 @@ def shape_from_config(config: Any, *, device: str | None = None, cores: int | No
             from mission_gym.training.hardware import available_cores
 
             cores = available_cores()
-        vec_env = resolve_vec_env(vec_env, str(config_value(config, "env", default="MissionGym-v0")), n_envs, cores)
+        from mission_gym.training.vec_env import resolve_kind
+
+        vec_env = resolve_kind(vec_env, str(config_value(config, "env", default="MissionGym-v0")), n_envs, cores)
     fields: dict[str, Any] = {
         "n_envs": n_envs,
         "n_steps": n_steps,
@@ -784,8 +776,9 @@ class Measurement:
 def measure_training(shape: RunShape, rollouts: int = 2, seed: int = 0) -> Measurement:
     """Train PPO on Mission Gym for ``rollouts`` rollouts of ``shape`` in this process and measure its peaks.
 
-    Builds SB3's PPO on the chosen vec env directly (the same buffers, policy and optimizer the trainer uses), so
-    the figures compare like with like against :func:`estimate_memory`. Call it in a fresh process: the peak RSS
+    Builds the trainer's vec env (:func:`~mission_gym.training.vec_env.make_vec_env`) and SB3's PPO with the
+    shape's sizes (the same buffers, policy and optimizer the trainer uses), so the figures compare like with like
+    against :func:`estimate_memory`. Call it in a fresh process: the peak RSS
     covers the process's whole life.
 
     :param shape: the run's shape (Mission Gym's spaces)
@@ -798,20 +791,12 @@ def measure_training(shape: RunShape, rollouts: int = 2, seed: int = 0) -> Measu
     import psutil
     import torch
     from stable_baselines3 import PPO
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
 
-    from mission_gym.envs import MissionEnv, MissionVecEnv
     from mission_gym.training.monitor import ResourceSampler
+    from mission_gym.training.vec_env import make_vec_env
 
-    if shape.vec_env == "native":
-        venv = MissionVecEnv(shape.n_envs, seed=seed)
-    elif shape.vec_env == "dummy":
-        venv = DummyVecEnv([MissionEnv] * shape.n_envs)
-    else:
-        venv = SubprocVecEnv([MissionEnv] * shape.n_envs, start_method="forkserver")
-    env = VecMonitor(venv)
-    if shape.normalize:
-        env = VecNormalize(env)
+    env = make_vec_env("MissionGym-v0", shape.n_envs, shape.vec_env, seed=seed, normalize=shape.normalize,
+                       normalize_reward=shape.normalize)  # fmt: skip
     activation = {"relu": torch.nn.ReLU, "leaky_relu": torch.nn.LeakyReLU, "elu": torch.nn.ELU, "gelu": torch.nn.GELU,
                   "silu": torch.nn.SiLU}.get(shape.activation, torch.nn.Tanh)  # fmt: skip
     model = PPO(
