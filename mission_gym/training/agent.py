@@ -1,0 +1,115 @@
+"""A trained agent ready to act: the PPO model of a run with the observation statistics it was trained with."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mission_gym.config.yaml_io import read_yaml
+from mission_gym.training.rundir import RunDir, resolve_run_dir, vecnormalize_path
+
+MODEL_CHOICE = ("best_model.zip", "final_model.zip")  # a run's model, in order of preference
+
+
+class Agent:
+    """A loaded policy that normalises observations the way its training env did.
+
+    :param model: the SB3 model
+    :param obs_normalizer: the run's ``VecNormalize`` (statistics only) or None
+    :param env_id: the Gymnasium id it was trained on
+    :param env_kwargs: the env's keyword arguments from the run's configuration
+    :param model_path: the model file
+    :param config: the run's resolved configuration (empty when loaded from a bare model file)
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        obs_normalizer: Any,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        model_path: Path,
+        config: dict[str, Any],
+    ) -> None:
+        self.model = model
+        self.obs_normalizer = obs_normalizer
+        self.env_id = env_id
+        self.env_kwargs = env_kwargs
+        self.model_path = model_path
+        self.config = config
+
+    @property
+    def observation_space(self) -> Any:
+        return self.model.observation_space
+
+    @property
+    def action_space(self) -> Any:
+        return self.model.action_space
+
+    def normalize(self, obs: np.ndarray) -> np.ndarray:
+        """Observations as the policy saw them in training."""
+        if self.obs_normalizer is None:
+            return obs
+        return self.obs_normalizer.normalize_obs(obs)
+
+    def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        """Actions for one observation or a batch.
+
+        :param obs: raw env observations, ``obs_shape`` or ``(n, *obs_shape)``
+        :param deterministic: the most likely action instead of a sample
+        """
+        actions, _ = self.model.predict(self.normalize(np.asarray(obs)), deterministic=deterministic)
+        return actions
+
+
+def _model_file(model_or_run: str | Path, runs_dir: str | Path) -> tuple[Path, Path | None]:
+    """The model file and its run directory (None for a bare model outside a run)."""
+    path = Path(model_or_run)
+    if path.suffix == ".zip":
+        if not path.is_file():
+            raise FileNotFoundError(f"model file {str(path)!r} does not exist")
+        for parent in (path.parent, path.parent.parent):
+            if (parent / "config.yaml").is_file():
+                return path, parent
+        return path, None
+    try:
+        run_dir = resolve_run_dir(model_or_run, runs_dir)
+    except ValueError as exc:
+        raise FileNotFoundError(str(exc)) from None
+    for name in MODEL_CHOICE:
+        if (run_dir / name).is_file():
+            return run_dir / name, run_dir
+    latest = RunDir(run_dir).latest_checkpoint()
+    if latest is None:
+        raise FileNotFoundError(f"run {str(run_dir)!r} has no model yet ({', '.join(MODEL_CHOICE)} or a checkpoint)")
+    return latest[1], run_dir
+
+
+def load_agent(model_or_run: str | Path, runs_dir: str | Path = "runs", device: str = "cpu") -> Agent:
+    """Load a trained agent.
+
+    :param model_or_run: a run name (under ``runs_dir``), a run directory (its ``best_model.zip``, else
+        ``final_model.zip``, else the newest checkpoint) or a model ``.zip`` (its VecNormalize statistics and the
+        run's ``config.yaml`` are found next to it)
+    :param runs_dir: where run names are looked up
+    :param device: torch device for the policy
+    :raises FileNotFoundError: when no such run or model exists
+    """
+    from stable_baselines3 import PPO
+
+    model_path, run_dir = _model_file(model_or_run, runs_dir)
+    model = PPO.load(model_path, device=device)
+    stats = vecnormalize_path(model_path)
+    normalizer = None
+    if stats.is_file():
+        with open(stats, "rb") as f:
+            normalizer = pickle.load(f)
+        normalizer.training = False
+    config: dict[str, Any] = {}
+    if run_dir is not None:
+        config = read_yaml(run_dir / "config.yaml") or {}
+    env_id = str(config.get("env", "MissionGym-v0"))
+    return Agent(model, normalizer, env_id, dict(config.get("env_kwargs") or {}), model_path, config)

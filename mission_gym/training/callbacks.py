@@ -1,0 +1,376 @@
+"""SB3 callbacks of the trainer: episode metrics, timing, step-based checkpoints and evaluations, load
+sampling, dashboards and stopping on a signal.
+
+Checkpoints and evaluations happen at the start of a rollout (after the previous update), so a saved model
+has been trained on every step its file name counts, and their frequencies are in env steps, not calls.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from mission_gym.training.rundir import RunDir, atomic_save, vecnormalize_path
+from mission_gym.training.vec_env import MISSION_ENV_ID, find_vec_normalize
+
+EVAL_COLUMNS = (
+    "timesteps",
+    "win_rate",
+    "mean_return",
+    "std_return",
+    "mean_ep_length",
+    "n_episodes",
+    "win_ci_low",
+    "win_ci_high",
+    "eval_s",
+)
+
+
+def save_model(model: Any, path: Path) -> None:
+    """Save a model and, next to it, the VecNormalize statistics of its env (both atomically; stats first so
+    a model file always has its statistics)."""
+    vecnorm = find_vec_normalize(model.get_env())
+    if vecnorm is not None:
+        atomic_save(vecnormalize_path(path), lambda f: _pickle(vecnorm, f))
+    atomic_save(path, model.save)
+
+
+def _pickle(obj: Any, f: Any) -> None:
+    import pickle
+
+    pickle.dump(obj, f)
+
+
+def save_checkpoint(model: Any, run: RunDir, keep: int) -> Path:
+    """Save ``checkpoints/ckpt_<steps>_steps.zip`` (+ statistics) and keep the newest ``keep``."""
+    path = run.checkpoint_path(model.num_timesteps)
+    save_model(model, path)
+    run.prune_checkpoints(keep)
+    return path
+
+
+@dataclass
+class Timings:
+    """Wall-clock seconds spent in each phase, shared by the callbacks and the trainer."""
+
+    rollout_s: float = 0.0
+    train_s: float = 0.0
+    eval_s: float = 0.0
+    save_s: float = 0.0
+    iterations: int = 0
+    last_rollout_end: float | None = None
+    _side: float = 0.0  # evaluation/saving time inside the current rollout window
+
+    def side(self, seconds: float, kind: str) -> None:
+        """Count time spent evaluating (``eval``) or saving (``save``)."""
+        setattr(self, f"{kind}_s", getattr(self, f"{kind}_s") + seconds)
+        self._side += seconds
+
+    def close_update(self, now: float) -> float:
+        """End the update that followed the last rollout; return its seconds (0 if none)."""
+        if self.last_rollout_end is None:
+            return 0.0
+        seconds = now - self.last_rollout_end
+        self.train_s += seconds
+        self.last_rollout_end = None
+        return seconds
+
+
+class TimingCallback(BaseCallback):
+    """Logs ``time/rollout_s`` (env stepping and inference) and ``time/train_s`` (the PPO update) per iteration.
+
+    Must come first in the callback list so that evaluations and checkpoints are not counted as either.
+    """
+
+    def __init__(self, timings: Timings) -> None:
+        super().__init__()
+        self.timings = timings
+        self._start = 0.0
+        self._last_train_s: float | None = None
+
+    def _on_rollout_start(self) -> None:
+        now = time.perf_counter()
+        train_s = self.timings.close_update(now)
+        if train_s:
+            self._last_train_s = train_s
+        self._start = now
+        self.timings._side = 0.0
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        now = time.perf_counter()
+        rollout_s = now - self._start - self.timings._side
+        self.timings.rollout_s += rollout_s
+        self.timings.iterations += 1
+        self.timings.last_rollout_end = now
+        self.logger.record("time/rollout_s", rollout_s)
+        if self._last_train_s is not None:  # the update that ran before this rollout (SB3 logs train/* a row late too)
+            self.logger.record("time/train_s", self._last_train_s)
+
+
+class EpisodeMetricsCallback(BaseCallback):
+    """Averages Mission Gym's ``episode_metrics`` over every episode that ended in the rollout:
+    ``mission/win_rate``, ``mission/outcome_<reason>``, ``mission/<metric>`` and ``reward/<term>``.
+
+    Envs whose infos carry no ``episode_metrics`` log nothing here.
+    """
+
+    def __init__(self, outcomes: tuple[str, ...] = ("captured", "all_disabled", "timeout", "stalled")) -> None:
+        super().__init__()
+        self.outcomes = outcomes
+        self._reset()
+
+    def _reset(self) -> None:
+        self._sums: dict[str, float] = defaultdict(float)
+        self._counts: dict[str, int] = defaultdict(int)
+        self._outcomes: dict[str, int] = defaultdict(int)
+        self._episodes = 0
+
+    def _on_rollout_start(self) -> None:
+        self._reset()
+
+    def _on_step(self) -> bool:
+        dones = self.locals["dones"]
+        if not dones.any():
+            return True
+        infos = self.locals["infos"]
+        for i in np.flatnonzero(dones):
+            metrics = infos[i].get("episode_metrics")
+            if metrics is None:
+                continue
+            self._episodes += 1
+            self._outcomes[str(metrics.get("outcome", infos[i].get("outcome")))] += 1
+            for key, value in metrics.items():
+                if isinstance(value, bool | int | float | np.number) and not isinstance(value, str):
+                    self._sums[f"mission/{key}"] += float(value)
+                    self._counts[f"mission/{key}"] += 1
+            for term, value in (metrics.get("reward_terms") or {}).items():
+                self._sums[f"reward/{term}"] += float(value)
+                self._counts[f"reward/{term}"] += 1
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if not self._episodes:
+            return
+        for key, total in self._sums.items():
+            name = "mission/win_rate" if key == "mission/win" else key
+            self.logger.record(name, total / self._counts[key])
+        for outcome in sorted(set(self.outcomes) | set(self._outcomes)):
+            self.logger.record(f"mission/outcome_{outcome}", self._outcomes[outcome] / self._episodes)
+        self.logger.record("mission/episodes", self._episodes)
+
+
+class StepCheckpointCallback(BaseCallback):
+    """Saves a checkpoint every ``save_freq`` env steps (at the first rollout start past each multiple).
+
+    :param run: the run directory
+    :param save_freq: env steps between checkpoints (0: never)
+    :param keep: checkpoints to keep
+    :param timings: where the saving time is counted
+    """
+
+    def __init__(self, run: RunDir, save_freq: int, keep: int, timings: Timings) -> None:
+        super().__init__()
+        self.run, self.save_freq, self.keep, self.timings = run, save_freq, keep, timings
+        self.next_save = math.inf
+
+    def _init_callback(self) -> None:
+        if self.save_freq > 0:
+            self.next_save = (self.model.num_timesteps // self.save_freq + 1) * self.save_freq
+
+    def _on_rollout_start(self) -> None:
+        if self.model.num_timesteps >= self.next_save:
+            t0 = time.perf_counter()
+            save_checkpoint(self.model, self.run, self.keep)
+            self.next_save = (self.model.num_timesteps // self.save_freq + 1) * self.save_freq
+            self.timings.side(time.perf_counter() - t0, "save")
+
+    def _on_step(self) -> bool:
+        return True
+
+
+@dataclass
+class EvalRecord:
+    """One evaluation, as written to ``evaluations.csv``."""
+
+    timesteps: int
+    mean_return: float
+    std_return: float
+    mean_ep_length: float
+    n_episodes: int
+    win_rate: float | None = None
+    win_ci_low: float | None = None
+    win_ci_high: float | None = None
+    eval_s: float = 0.0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        return {k: ("" if getattr(self, k) is None else getattr(self, k)) for k in EVAL_COLUMNS}
+
+    def score(self) -> tuple[float, float]:
+        """What "best" means: win rate first (Mission Gym), then mean return."""
+        return (self.win_rate if self.win_rate is not None else -math.inf, self.mean_return)
+
+
+def make_evaluator(env_id: str, env_kwargs: dict[str, Any], n_episodes: int) -> Callable[[Any], EvalRecord]:
+    """A function that evaluates a model (deterministic actions) on the same fixed seeds every time.
+
+    Observations are normalised with the training env's current VecNormalize statistics.
+    """
+    from mission_gym.evaluation import EVAL_SEED_BASE, evaluate_gym, evaluate_mission, held_out_seeds
+
+    seeds = held_out_seeds(n_episodes, EVAL_SEED_BASE)
+
+    def evaluate(model: Any) -> EvalRecord:
+        vecnorm = find_vec_normalize(model.get_env())
+
+        def predict(obs: np.ndarray) -> np.ndarray:
+            if vecnorm is not None:
+                obs = vecnorm.normalize_obs(obs)
+            return model.predict(obs, deterministic=True)[0]
+
+        t0 = time.perf_counter()
+        if env_id == MISSION_ENV_ID:
+            res = evaluate_mission(predict, n_episodes, seeds, env_kwargs=env_kwargs)
+        else:
+            res = evaluate_gym(predict, env_id, n_episodes, seeds, env_kwargs=env_kwargs)
+        ci = res.win_ci95 or (None, None)
+        return EvalRecord(
+            timesteps=int(model.num_timesteps),
+            mean_return=res.mean_return,
+            std_return=res.std_return,
+            mean_ep_length=res.mean_length,
+            n_episodes=res.episodes,
+            win_rate=res.win_rate,
+            win_ci_low=ci[0],
+            win_ci_high=ci[1],
+            eval_s=time.perf_counter() - t0,
+            outcomes=dict(res.outcomes),
+        )
+
+    return evaluate
+
+
+def read_eval_records(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+class StepEvalCallback(BaseCallback):
+    """Evaluates on fixed seeds every ``eval_freq`` env steps; appends to ``evaluations.csv``, logs ``eval/*``
+    and keeps ``best_model.zip`` (best win rate, then mean return).
+
+    Not SB3's ``EvalCallback``: that one counts calls rather than steps, draws episode seeds from its env and has
+    no win rate; the episode loop here is :mod:`mission_gym.evaluation`'s, the same as the ``evaluate`` command.
+
+    :param run: the run directory
+    :param evaluator: from :func:`make_evaluator`
+    :param eval_freq: env steps between evaluations (0: only the final one)
+    :param timings: where the evaluation time is counted
+    """
+
+    def __init__(self, run: RunDir, evaluator: Callable[[Any], EvalRecord], eval_freq: int, timings: Timings) -> None:
+        super().__init__()
+        self.run, self.evaluator, self.eval_freq, self.timings = run, evaluator, eval_freq, timings
+        self.next_eval = math.inf
+        self.best: tuple[float, float] | None = None
+        self.last: EvalRecord | None = None
+        self.csv_path = run / "evaluations.csv"
+
+    def _init_callback(self) -> None:
+        if self.eval_freq > 0:
+            self.next_eval = (self.model.num_timesteps // self.eval_freq + 1) * self.eval_freq
+        for row in read_eval_records(self.csv_path):  # a resumed run keeps its best
+            try:
+                win = float(row["win_rate"]) if row.get("win_rate") else -math.inf
+                score = (win, float(row["mean_return"]))
+            except (KeyError, ValueError):
+                continue
+            self.best = score if self.best is None else max(self.best, score)
+
+    def evaluate_now(self) -> EvalRecord:
+        """Evaluate the current model, record it and update the best model."""
+        t0 = time.perf_counter()
+        rec = self.evaluator(self.model)
+        new_file = not self.csv_path.is_file()
+        with open(self.csv_path, "a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=EVAL_COLUMNS)
+            if new_file:
+                writer.writeheader()
+            writer.writerow(rec.row())
+        if rec.win_rate is not None:
+            self.logger.record("eval/win_rate", rec.win_rate)
+            for outcome, count in rec.outcomes.items():
+                self.logger.record(f"eval/outcome_{outcome}", count / rec.n_episodes)
+        self.logger.record("eval/mean_return", rec.mean_return)
+        self.logger.record("eval/mean_ep_length", rec.mean_ep_length)
+        if self.best is None or rec.score() > self.best:
+            self.best = rec.score()
+            save_model(self.model, self.run / "best_model.zip")
+        self.last = rec
+        self.timings.side(time.perf_counter() - t0, "eval")
+        return rec
+
+    def _on_rollout_start(self) -> None:
+        if self.model.num_timesteps >= self.next_eval:
+            self.evaluate_now()
+            self.next_eval = (self.model.num_timesteps // self.eval_freq + 1) * self.eval_freq
+
+    def _on_step(self) -> bool:
+        return True
+
+
+class RolloutHooksCallback(BaseCallback):
+    """At each rollout end: ``sys/*`` and ``gpu/*`` load, and a (rate-limited) dashboard refresh.
+
+    :param sampler: a :class:`~mission_gym.training.hardware.LoadSampler`
+    :param run: the run directory (None: no dashboard)
+    """
+
+    def __init__(self, sampler: Any, run: RunDir | None, dashboard_interval_s: float = 30.0) -> None:
+        super().__init__()
+        self.sampler, self.run, self.interval = sampler, run, dashboard_interval_s
+
+    def _on_rollout_end(self) -> None:
+        for key, value in self.sampler.collect().items():
+            self.logger.record(key, value)
+
+    def _on_rollout_start(self) -> None:
+        if self.run is not None and self.model.num_timesteps > 0:
+            refresh_dashboard(self.run, self.interval)
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def refresh_dashboard(run: RunDir, interval_s: float = 30.0, force: bool = False) -> None:
+    """Rewrite the run's dashboard (never raises; the dashboard package is optional here)."""
+    try:
+        from mission_gym.dashboard import refresh_dashboards
+    except Exception:
+        return
+    refresh_dashboards(run.path, min_interval_s=interval_s, force=force)
+
+
+class StopFlagCallback(BaseCallback):
+    """Stops training at the next env step once ``flag()`` is true (set by a signal handler)."""
+
+    def __init__(self, flag: Callable[[], bool]) -> None:
+        super().__init__()
+        self.flag = flag
+
+    def _on_step(self) -> bool:
+        return not self.flag()

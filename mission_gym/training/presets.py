@@ -1,0 +1,252 @@
+"""Presets and the resolved training configuration.
+
+A preset is a YAML file of :class:`TrainConfig` fields; the shipped ones live in ``mission_gym/presets/``
+(``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, and ``auto``, which picks one of the others by hardware).
+The configuration a run uses is the preset with the command line's explicit flags applied on top, validated
+by the same model, and saved as the run's ``config.yaml``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from mission_gym.config.loader import suggest
+from mission_gym.config.yaml_io import ConfigError, read_yaml, validate
+
+AUTO_PRESET = "auto"
+Activation = Literal["tanh", "relu", "elu", "leaky_relu", "gelu", "silu"]
+Schedule = Literal["constant", "linear"]
+VecEnvKind = Literal["auto", "native", "subproc", "dummy"]
+
+
+def presets_dir() -> Path:
+    """The directory of the presets shipped with the package."""
+    return Path(__file__).resolve().parent.parent / "presets"
+
+
+def preset_names() -> list[str]:
+    """Names of the shipped presets (``auto`` included)."""
+    return sorted(p.stem for p in presets_dir().glob("*.yaml"))
+
+
+class TrainConfig(BaseModel):
+    """Everything a training run needs; a preset file sets any subset of these fields.
+
+    Sizes: ``n_envs × n_steps`` env steps per rollout, cut into minibatches of ``batch_size`` (``auto``: the
+    largest divisor of the rollout that is ≤ ``target_batch``). Frequencies are in env steps; 0 switches off.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    preset: str = Field("custom", description="the preset this configuration started from")
+    description: str = ""
+    env: str = "MissionGym-v0"
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    timesteps: int = Field(1_000_000, gt=0)
+    n_envs: int = Field(8, ge=1)
+    n_steps: int = Field(256, ge=1)
+    batch_size: int | Literal["auto"] = "auto"
+    target_batch: int = Field(2048, ge=1)
+    min_batch: int = Field(64, ge=1, description="floor for the automatic batch size")
+    n_epochs: int = Field(10, ge=1)
+    network_arch: list[int] = Field(default_factory=lambda: [64, 64])
+    activation: Activation = "tanh"
+    ortho_init: bool = True
+    learning_rate: float = Field(3e-4, gt=0)
+    lr_schedule: Schedule = "constant"
+    gamma: float = Field(0.99, gt=0, le=1)
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    clip_range: float = Field(0.2, gt=0)
+    clip_schedule: Schedule = "constant"
+    clip_range_vf: float | None = Field(None, gt=0)
+    ent_coef: float = Field(0.0, ge=0)
+    vf_coef: float = Field(0.5, ge=0)
+    max_grad_norm: float = Field(0.5, gt=0)
+    target_kl: float | None = Field(None, gt=0)
+    normalize: bool = Field(False, description="VecNormalize observations")
+    normalize_reward: bool = Field(False, description="VecNormalize rewards too (needs normalize)")
+    vec_env: VecEnvKind = "auto"
+    device: str = "auto"
+    num_threads: int | None = Field(None, ge=1)
+    seed: int = Field(0, ge=0)
+    eval_freq: int = Field(50_000, ge=0)
+    eval_episodes: int = Field(20, ge=1)
+    save_freq: int = Field(100_000, ge=0)
+    keep_checkpoints: int = Field(5, ge=1)
+    tensorboard: bool = True
+    hyperparams: dict[str, Any] = Field(default_factory=dict, description="extra keyword arguments for SB3's PPO")
+
+    @field_validator("network_arch", mode="before")
+    @classmethod
+    def _parse_arch(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return [int(w) for w in value.replace(" ", "").split(",") if w]
+            except ValueError:
+                raise ValueError(f"expected comma-separated layer widths like '512,512', got {value!r}") from None
+        return value
+
+    @field_validator("network_arch")
+    @classmethod
+    def _check_arch(cls, value: list[int]) -> list[int]:
+        if not value or any(w < 1 for w in value):
+            raise ValueError(f"expected one or more positive layer widths, got {value}")
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _check_device(cls, value: str) -> str:
+        head, _, index = value.partition(":")
+        if head not in ("auto", "cpu", "cuda", "mps") or (index and (head != "cuda" or not index.isdigit())):
+            raise ValueError(f"device must be auto, cpu, cuda or cuda:<index>, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _check_combination(self) -> TrainConfig:
+        if self.normalize_reward and not self.normalize:
+            raise ValueError("normalize_reward needs normalize: true")
+        return self
+
+    @property
+    def rollout(self) -> int:
+        """Env steps per rollout (``n_envs × n_steps``)."""
+        return self.n_envs * self.n_steps
+
+
+class AutoPreset(BaseModel):
+    """``auto.yaml``: which preset ``--preset auto`` runs on which hardware."""
+
+    class GpuRule(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        min_gpu_gb: float = Field(ge=0)
+        preset: str
+
+    model_config = ConfigDict(extra="forbid")
+    selector: Literal[True] = True
+    cpu: str = "cpu"
+    gpu: list[GpuRule] = Field(min_length=1)
+
+
+def _preset_path(name_or_path: str | Path) -> Path:
+    """The file of a shipped preset name or a user path; unknown names suggest the closest one."""
+    text = str(name_or_path)
+    names = preset_names()
+    if text not in names and (text.endswith((".yaml", ".yml")) or "/" in text or Path(text).is_file()):
+        path = Path(text)
+        if not path.is_file():
+            raise ConfigError(f"preset file {text!r} does not exist")
+        return path
+    if text not in names:
+        raise ConfigError(f"unknown preset {text!r}{suggest(text, names)}; valid: {', '.join(names)} or a YAML file path")
+    return presets_dir() / f"{text}.yaml"
+
+
+def choose_auto_preset(gpu_mem_gb: float | None, rules: AutoPreset | None = None) -> str:
+    """The preset ``--preset auto`` picks: ``rules.cpu`` without CUDA, else the first GPU rule the card meets.
+
+    The one place this choice is made (a memory estimator may refine it).
+
+    :param gpu_mem_gb: total memory of the CUDA device in GiB; None when there is no CUDA device
+    :param rules: the parsed ``auto.yaml`` (read from the package when None)
+    """
+    if rules is None:
+        rules = validate(AutoPreset, read_yaml(presets_dir() / "auto.yaml"), str(presets_dir() / "auto.yaml"))
+    if gpu_mem_gb is None:
+        return rules.cpu
+    for rule in sorted(rules.gpu, key=lambda r: r.min_gpu_gb, reverse=True):
+        if gpu_mem_gb >= rule.min_gpu_gb:
+            return rule.preset
+    return rules.cpu
+
+
+def read_preset_data(name_or_path: str | Path) -> tuple[dict[str, Any], str]:
+    """The raw mapping of a preset and the file it came from (``auto`` is resolved to the preset it picks).
+
+    :param name_or_path: a shipped preset name or a YAML file path
+    """
+    path = _preset_path(name_or_path)
+    data = read_yaml(path)
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of preset keys, got {type(data).__name__}")
+    if data.get("selector") is True:
+        from mission_gym.training.hardware import gpu_memory_gb
+
+        rules = validate(AutoPreset, data, str(path))
+        chosen = choose_auto_preset(gpu_memory_gb(), rules)
+        if chosen == Path(path).stem:
+            raise ConfigError(f"{path}: an auto preset cannot choose itself")
+        data, path_str = read_preset_data(chosen)
+        return {**data, "preset": data.get("preset", chosen)}, path_str
+    name = Path(path).stem if Path(path).parent == presets_dir() else str(path)
+    return {"preset": name, **dict(data)}, str(path)
+
+
+def load_preset(name_or_path: str | Path) -> TrainConfig:
+    """Read and validate a preset.
+
+    :param name_or_path: a shipped preset name (``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, ``auto``) or a
+        YAML file path
+    :raises ConfigError: naming the file and the key at fault
+    """
+    data, source = read_preset_data(name_or_path)
+    return validate(TrainConfig, data, source)
+
+
+def apply_overrides(config: TrainConfig, overrides: Mapping[str, Any], source: str = "command line") -> TrainConfig:
+    """A copy of ``config`` with ``overrides`` (field → value) applied and validated again.
+
+    :param source: what to name in errors
+    """
+    fields = list(TrainConfig.model_fields)
+    for key in overrides:
+        if key not in fields:
+            raise ConfigError(f"{source}: unknown setting {key!r}{suggest(key, fields)}")
+    return validate(TrainConfig, {**config.model_dump(), **dict(overrides)}, source)
+
+
+# PPO constructor arguments the configuration sets itself (or that make no sense from a command line).
+_MANAGED_PPO_ARGS = {
+    "policy",
+    "env",
+    "tensorboard_log",
+    "verbose",
+    "device",
+    "seed",
+    "_init_setup_model",
+    "rollout_buffer_class",
+}
+
+
+def ppo_extra_args() -> list[str]:
+    """Keyword arguments of SB3's ``PPO`` that ``hyperparams`` may set (those without a configuration field)."""
+    import inspect
+
+    from stable_baselines3 import PPO
+
+    params = inspect.signature(PPO.__init__).parameters
+    return sorted(p for p in params if p not in _MANAGED_PPO_ARGS and p != "self" and p not in TrainConfig.model_fields)
+
+
+def split_hyperparams(pairs: Mapping[str, Any], source: str = "--hyperparams") -> tuple[dict[str, Any], dict[str, Any]]:
+    """Sort ``key=value`` hyperparameters into configuration fields and extra PPO arguments.
+
+    :raises ConfigError: for a key that is neither, naming the closest valid one
+    """
+    fields, extra = {}, {}
+    extra_valid = ppo_extra_args()
+    field_names = [f for f in TrainConfig.model_fields if f not in ("hyperparams", "env_kwargs", "preset", "description")]
+    for key, value in pairs.items():
+        if key in field_names:
+            fields[key] = value
+        elif key in extra_valid:
+            extra[key] = value
+        else:
+            valid = field_names + extra_valid
+            raise ConfigError(f"{source}: unknown hyperparameter {key!r}{suggest(key, valid)}; valid: {', '.join(valid)}")
+    return fields, extra

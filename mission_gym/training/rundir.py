@@ -1,0 +1,179 @@
+"""The run directory: where a run's configuration, checkpoints, models, logs and lineage live.
+
+```
+runs/<name>/
+  config.yaml  command.txt  metadata.json  lineage.json
+  checkpoints/ckpt_<steps>_steps.zip + ckpt_vecnormalize_<steps>_steps.pkl   (newest K kept)
+  best_model.zip (+ best_vecnormalize.pkl)   final_model.zip (+ final_vecnormalize.pkl)
+  tb/   progress.csv   evaluations.csv   dashboard.html
+```
+Every file is written to a temporary name and renamed, so a killed run never leaves a half-written one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from mission_gym.config.yaml_io import ConfigError
+
+CHECKPOINTS = "checkpoints"
+CKPT_PATTERN = re.compile(r"^ckpt_(\d+)_steps\.zip$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Open a temporary file next to ``path``; on success it is flushed to disk and renamed over ``path``."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, mode) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write a text file atomically."""
+    with atomic_open(path, "w") as f:
+        f.write(text)
+
+
+def atomic_save(path: str | Path, save: Callable[[IO[bytes]], None]) -> None:
+    """Atomically write a binary file with ``save(file_object)`` (e.g. ``model.save``)."""
+    with atomic_open(path, "wb") as f:
+        save(f)
+
+
+def write_json(path: str | Path, data: dict[str, Any]) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def read_json(path: str | Path) -> dict[str, Any]:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """A short stable hash of a configuration mapping."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def vecnormalize_path(model_path: str | Path) -> Path:
+    """Where the VecNormalize statistics saved with a model file live.
+
+    ``ckpt_N_steps.zip`` → ``ckpt_vecnormalize_N_steps.pkl``; ``best_model.zip`` → ``best_vecnormalize.pkl``.
+    """
+    path = Path(model_path)
+    match = CKPT_PATTERN.match(path.name)
+    if match:
+        return path.with_name(f"ckpt_vecnormalize_{match.group(1)}_steps.pkl")
+    stem = path.name.removesuffix(".zip").removesuffix("_model")
+    return path.with_name(f"{stem}_vecnormalize.pkl")
+
+
+def default_run_name(env_id: str, preset: str) -> str:
+    """``<env>_<preset>_<YYYYmmdd-HHMMSS>``, made filesystem-safe."""
+    stem = re.sub(r"[^A-Za-z0-9._+-]+", "-", f"{env_id.split(':')[-1]}_{Path(preset).stem}")
+    return f"{stem}_{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_run_name(name: str) -> str:
+    """A run name must be a plain directory name."""
+    if not NAME_PATTERN.match(name):
+        raise ConfigError(f"--run-name {name!r}: use letters, digits and . _ + - only (no slashes or spaces)")
+    return name
+
+
+def resolve_run_dir(run: str | Path, runs_dir: str | Path = "runs") -> Path:
+    """The directory of a run given by name (under ``runs_dir``) or by path.
+
+    :raises ConfigError: when there is no such run, naming the closest run name
+    """
+    from mission_gym.config.loader import suggest
+
+    candidates = [Path(run), Path(runs_dir) / str(run)]
+    for path in candidates:
+        if path.is_dir() and (path / "config.yaml").is_file():
+            return path
+    root = Path(runs_dir)
+    names = sorted(p.name for p in root.iterdir() if (p / "config.yaml").is_file()) if root.is_dir() else []
+    hint = suggest(str(run), names)
+    raise ConfigError(f"no run {str(run)!r} (neither a run directory nor a run under {str(root)!r}){hint}")
+
+
+class RunDir:
+    """A run's directory and the files in it.
+
+    :param path: the directory (need not exist yet)
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / CHECKPOINTS
+
+    @property
+    def tb_dir(self) -> Path:
+        return self.path / "tb"
+
+    def create(self) -> None:
+        """Make the directory; it must not exist (a run is never overwritten)."""
+        if self.path.exists():
+            raise ConfigError(f"run directory {str(self.path)!r} already exists; pick another --run-name or --resume it")
+        self.path.mkdir(parents=True)
+        self.checkpoints_dir.mkdir()
+
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """``(steps, path)`` of every complete checkpoint, oldest first."""
+        if not self.checkpoints_dir.is_dir():
+            return []
+        found = []
+        for p in self.checkpoints_dir.iterdir():
+            match = CKPT_PATTERN.match(p.name)
+            if match:
+                found.append((int(match.group(1)), p))
+        return sorted(found)
+
+    def latest_checkpoint(self) -> tuple[int, Path] | None:
+        ckpts = self.checkpoints()
+        return ckpts[-1] if ckpts else None
+
+    def checkpoint_path(self, steps: int) -> Path:
+        return self.checkpoints_dir / f"ckpt_{steps}_steps.zip"
+
+    def prune_checkpoints(self, keep: int) -> None:
+        """Delete all but the newest ``keep`` checkpoints (with their statistics)."""
+        for _, path in self.checkpoints()[:-keep]:
+            vecnormalize_path(path).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+
+    def update_metadata(self, **values: Any) -> dict[str, Any]:
+        """Merge ``values`` into ``metadata.json`` (written atomically) and return the result."""
+        data = read_json(self.path / "metadata.json")
+        data.update(values)
+        write_json(self.path / "metadata.json", data)
+        return data

@@ -1,0 +1,187 @@
+"""The vectorised training environment: ``native`` (Mission Gym's batched VecEnv), ``subproc`` or ``dummy``,
+always under a ``VecMonitor``, and under a ``VecNormalize`` when the configuration asks for one.
+
+This module imports no SB3 or torch at the top: env worker processes import it to build their env.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+
+from mission_gym.config.loader import suggest
+from mission_gym.config.yaml_io import ConfigError
+from mission_gym.training.hardware import THREAD_ENV_VARS, cap_worker_threads
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+
+MISSION_ENV_ID = "MissionGym-v0"  # same as mission_gym.envs.ENV_ID, without importing the simulation
+VEC_ENV_KINDS = ("native", "subproc", "dummy")
+
+
+def _register_mission(env_id: str) -> None:
+    if env_id == MISSION_ENV_ID:
+        import mission_gym.envs  # noqa: F401  (registers MissionGym-v0)
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise a :class:`ConfigError` naming the closest registered id when ``env_id`` is not registered."""
+    _register_mission(env_id)
+    if ":" in env_id:  # "module:EnvId" imports its module on make; let gymnasium try
+        try:
+            gym.spec(env_id)
+        except Exception as exc:
+            raise ConfigError(f"--env {env_id!r}: {exc}") from None
+        return
+    if env_id not in gym.registry:
+        valid = [*gym.registry, MISSION_ENV_ID]
+        hint = suggest(env_id, valid)
+        raise ConfigError(f"--env {env_id!r} is not a registered Gymnasium id{hint}; e.g. {MISSION_ENV_ID}, Hopper-v5")
+
+
+def resolve_kind(kind: str, env_id: str, n_envs: int, cores: int) -> str:
+    """The vec-env kind for ``auto``: native for Mission Gym, subproc for other ids with several envs and cores.
+
+    :raises ConfigError: for ``native`` with an env other than Mission Gym
+    """
+    if kind == "auto":
+        if env_id == MISSION_ENV_ID:
+            return "native"
+        return "subproc" if n_envs > 1 and cores > 1 else "dummy"
+    if kind == "native" and env_id != MISSION_ENV_ID:
+        raise ConfigError(
+            f"--vec-env native is Mission Gym's own batched env (only for {MISSION_ENV_ID}); use subproc or dummy"
+        )
+    if kind not in VEC_ENV_KINDS:
+        raise ConfigError(
+            f"--vec-env {kind!r} is not valid{suggest(kind, list(VEC_ENV_KINDS))}; valid: auto, native, subproc, dummy"
+        )
+    return kind
+
+
+@contextlib.contextmanager
+def worker_thread_env() -> Iterator[None]:
+    """Thread caps in the environment while workers start: the forkserver (started on first use) and the
+    workers forked from it read them when numpy and torch load, before any of our code runs there."""
+    saved = {var: os.environ.get(var) for var in THREAD_ENV_VARS}
+    os.environ.update({var: "1" for var in THREAD_ENV_VARS})
+    try:
+        yield
+    finally:
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
+@dataclass
+class EnvFactory:
+    """A picklable ``env_fn`` for SB3's vec envs; in a worker process it also caps math threads and leaves
+    Ctrl-C to the parent (which saves a checkpoint and then closes the workers).
+
+    :param env_id: a registered Gymnasium id
+    :param env_kwargs: keyword arguments for ``gym.make``
+    :param in_worker: whether this runs in a worker process
+    """
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    in_worker: bool = False
+
+    def __call__(self) -> gym.Env:
+        if self.in_worker:
+            cap_worker_threads()
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _register_mission(self.env_id)
+        return gym.make(self.env_id, **self.env_kwargs)
+
+
+def probe_spaces(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
+    """Build one env in this process to check the id and keyword arguments; return its spaces.
+
+    :raises ConfigError: when the env cannot be built with these arguments
+    """
+    check_env_id(env_id)
+    try:
+        env = EnvFactory(env_id, env_kwargs)()
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, gym.error.Error) as exc:
+        raise ConfigError(f"--env-kwargs for {env_id}: {exc}".replace("\n", " ")) from None
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def make_vec_env(
+    env_id: str,
+    n_envs: int,
+    kind: str,
+    seed: int | None = 0,
+    env_kwargs: dict[str, Any] | None = None,
+    normalize: bool = False,
+    normalize_reward: bool = False,
+    gamma: float = 0.99,
+    normalize_stats: str | Path | None = None,
+) -> VecEnv:
+    """Build the training env.
+
+    :param env_id: a registered Gymnasium id
+    :param n_envs: number of envs
+    :param kind: ``native``, ``subproc`` or ``dummy`` (see :func:`resolve_kind` for ``auto``)
+    :param seed: env ``i`` is seeded with ``seed + i`` at the first reset
+    :param env_kwargs: keyword arguments of the env (Mission Gym: config sections, ``config_dir``, ``scenario``)
+    :param normalize: wrap in ``VecNormalize`` (observations)
+    :param normalize_reward: also normalise rewards
+    :param gamma: discount for the reward normaliser
+    :param normalize_stats: a saved ``VecNormalize`` pickle whose statistics to continue from
+    :raises ConfigError: for an unknown env id or env arguments the env rejects
+    """
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
+
+    env_kwargs = dict(env_kwargs or {})
+    if kind == "native":
+        from mission_gym.envs import MissionVecEnv
+
+        try:
+            venv: VecEnv = MissionVecEnv(n_envs, seed=seed, **env_kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"--env-kwargs for {env_id}: {exc}") from None
+    else:
+        probe_spaces(env_id, env_kwargs)
+        if kind == "subproc":
+            fns = [EnvFactory(env_id, env_kwargs, in_worker=True) for _ in range(n_envs)]
+            with worker_thread_env():
+                venv = SubprocVecEnv(fns, start_method="forkserver")
+        elif kind == "dummy":
+            venv = DummyVecEnv([EnvFactory(env_id, env_kwargs) for _ in range(n_envs)])
+        else:
+            raise ConfigError(f"vec-env kind {kind!r} is not valid; valid: {', '.join(VEC_ENV_KINDS)}")
+        if seed is not None:
+            venv.seed(seed)
+    venv = VecMonitor(venv)
+    if normalize_stats is not None:
+        venv = VecNormalize.load(str(normalize_stats), venv)
+        venv.training = True
+        venv.norm_reward = normalize_reward
+    elif normalize:
+        norm_obs = isinstance(venv.observation_space, gym.spaces.Box)
+        venv = VecNormalize(venv, norm_obs=norm_obs, norm_reward=normalize_reward, gamma=gamma)
+    return venv
+
+
+def find_vec_normalize(venv: Any) -> VecNormalize | None:
+    """The ``VecNormalize`` layer of a wrapped vec env, if any."""
+    from stable_baselines3.common.vec_env import VecNormalize, unwrap_vec_wrapper
+
+    return unwrap_vec_wrapper(venv, VecNormalize)
