@@ -4,11 +4,20 @@
 through each way of batching it (a single ``MissionEnv``, SB3 ``DummyVecEnv`` and ``SubprocVecEnv``
 of ``MissionEnv``, and the native ``MissionVecEnv``) over a sweep of ``n_envs``, and prints a table
 whose ratios come from the same run.
+
+``python -m mission_gym.scripts.bench --mode train --preset fast cpu --n-envs 16 64 --vec-env native subproc``
+sweeps presets × n_envs × vec-env kinds through a few real PPO rollouts each (one fresh process per
+configuration, so each peak RSS is its own): env steps/s, end-to-end training FPS, the share of time in
+rollouts vs updates, peak RSS (and env workers' memory) and, on CUDA, peak GPU memory, next to the memory
+estimator's figures. ``--csv`` writes the rows, ``--plot PNG`` draws FPS and memory against n_envs.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
+import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -109,6 +118,140 @@ def run_env_sweep(kinds: list[str], n_envs_list: list[int], seconds: float, max_
     return rows
 
 
+TRAIN_KINDS: tuple[str, ...] = ("native", "dummy", "subproc")
+
+
+def train_one(preset: str, n_envs: int, vec_env: str, rollouts: int, device: str) -> dict[str, object]:
+    """Train ``rollouts`` rollouts of ``preset`` with ``n_envs`` envs in this process; the measured row (JSON-able).
+
+    The batch size follows the preset's rule for the new rollout size (``n_envs × n_steps``).
+    """
+    from mission_gym.training import memory as mem
+
+    config = mem.load_preset_file(preset)
+    config = config.model_validate({**config.model_dump(), "n_envs": n_envs, "vec_env": vec_env, "batch_size": "auto"})
+    shape = mem.shape_from_config(config, device=device)
+    est = mem.estimate_memory(shape)
+    got = mem.measure_training(shape, rollouts=rollouts)
+    busy = got.rollout_s + got.update_s
+    return {
+        "preset": preset,
+        "vec_env": vec_env,
+        "n_envs": n_envs,
+        "device": device,
+        "batch_size": shape.batch_size,
+        "timesteps": got.timesteps,
+        "fps": got.timesteps / got.seconds,
+        "rollout_share": got.rollout_s / busy if busy else None,
+        "peak_rss_mb": got.peak_rss_bytes / mem.MB,
+        "workers_mb": got.worker_bytes / mem.MB,
+        "est_host_mb": est.host_bytes / mem.MB,
+        "gpu_max_allocated_mb": got.cuda_max_allocated / mem.MB,
+        "gpu_nvml_peak_mb": got.nvml_used_peak / mem.MB,
+        "est_gpu_mb": est.gpu_bytes / mem.MB,
+    }
+
+
+def run_train_sweep(
+    presets: list[str],
+    kinds: list[str],
+    n_envs_list: list[int],
+    rollouts: int,
+    device: str,
+    env_seconds: float,
+    max_subproc: int,
+) -> list[dict[str, object]]:
+    """Every (preset, vec-env kind, n_envs): a fresh ``python -m mission_gym.scripts.bench --train-worker`` process
+    trains a few rollouts; env-only steps/s of each (kind, n_envs) is measured once in this process."""
+    env_sps: dict[tuple[str, int], float] = {}
+    rows: list[dict[str, object]] = []
+    for preset in presets:
+        for kind in kinds:
+            for n in n_envs_list:
+                if kind == "subproc" and n > max_subproc:
+                    print(f"  skip {preset} {kind} n_envs={n} (> --max-subproc {max_subproc})", file=sys.stderr)
+                    continue
+                if (kind, n) not in env_sps:
+                    env_sps[(kind, n)] = bench_env(kind, n, env_seconds)
+                cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--train-worker",
+                       json.dumps([preset, n, kind, rollouts, device])]  # fmt: skip
+                proc = subprocess.run(cmd, capture_output=True, text=True)
+                if proc.returncode != 0:
+                    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                    rows.append({"preset": preset, "vec_env": kind, "n_envs": n, "error": tail})
+                    print(f"  {preset:>6} {kind:>8} n_envs={n:<5} failed: {tail}", file=sys.stderr)
+                    continue
+                row = json.loads(proc.stdout.strip().splitlines()[-1])
+                row["env_steps_per_s"] = env_sps[(kind, n)]
+                rows.append(row)
+                print(
+                    f"  {preset:>6} {kind:>8} n_envs={n:<5} {row['fps']:>9,.0f} FPS  peak RSS {row['peak_rss_mb']:,.0f} MB",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return rows
+
+
+def print_train_table(rows: list[dict[str, object]], title: str) -> None:
+    """Print the training sweep as a table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    cols = ["preset", "vec-env", "n_envs", "batch", "env steps/s", "train FPS", "rollout share", "peak RSS", "workers",
+            "est. host", "GPU max alloc", "GPU NVML peak", "est. GPU"]  # fmt: skip
+    table = Table(title=title)
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("preset", "vec-env") else "right")
+
+    def mb(v: object) -> str:
+        return f"{v:,.0f} MB" if isinstance(v, (int, float)) and v else "-"
+
+    for r in rows:
+        if "error" in r:
+            table.add_row(str(r["preset"]), str(r["vec_env"]), str(r["n_envs"]), *["-"] * 9, f"failed: {r['error']}"[:40])
+            continue
+        share = r["rollout_share"]
+        table.add_row(
+            str(r["preset"]), str(r["vec_env"]), str(r["n_envs"]), str(r["batch_size"]), f"{r['env_steps_per_s']:,.0f}",
+            f"{r['fps']:,.0f}", "-" if share is None else f"{share:.0%}", mb(r["peak_rss_mb"]), mb(r["workers_mb"]),
+            mb(r["est_host_mb"]), mb(r["gpu_max_allocated_mb"]), mb(r["gpu_nvml_peak_mb"]), mb(r["est_gpu_mb"]),
+        )  # fmt: skip
+    Console(width=200).print(table)
+
+
+def plot_train(rows: list[dict[str, object]], path: Path) -> None:
+    """Training FPS and peak memory against n_envs, one line per (preset, vec-env kind)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_fps, ax_mem) = plt.subplots(1, 2, figsize=(11, 4.2))
+    series: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for r in rows:
+        if "error" not in r:
+            series.setdefault((str(r["preset"]), str(r["vec_env"])), []).append(r)
+    for (preset, kind), pts in sorted(series.items()):
+        pts.sort(key=lambda r: r["n_envs"])
+        xs = [r["n_envs"] for r in pts]
+        ax_fps.plot(xs, [r["fps"] for r in pts], marker="o", label=f"{preset} / {kind}")
+        ax_mem.plot(xs, [r["peak_rss_mb"] + r["workers_mb"] for r in pts], marker="o", label=f"{preset} / {kind}")
+        ax_mem.plot(xs, [r["est_host_mb"] for r in pts], linestyle="--", color=ax_mem.lines[-1].get_color())
+    ticks = sorted({int(r["n_envs"]) for pts in series.values() for r in pts})
+    for ax in (ax_fps, ax_mem):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.minorticks_off()
+    ax_fps.set(xlabel="n_envs", ylabel="training FPS (env steps/s end to end)", title="Throughput")
+    ax_mem.set(xlabel="n_envs", ylabel="host MB incl. workers (dashed: estimate)", title="Peak host memory")
+    ax_fps.legend(fontsize=8)
+    ax_fps.grid(alpha=0.3)
+    ax_mem.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def print_table(rows: list[dict[str, object]], title: str) -> None:
     """Print the sweep as a table."""
     from rich.console import Console
@@ -142,7 +285,14 @@ def build_parser() -> CliParser:
         prog="python -m mission_gym.scripts.bench",
         description="Mission Gym throughput benchmark: env steps/s per vec-env kind and n_envs.",
     )
-    p.add_argument("--mode", choices=["env"], default="env", help="what to measure (env: simulation only)")
+    p.add_argument(
+        "--mode", choices=["env", "train"], default="env", help="env: simulation only; train: PPO rollouts + updates"
+    )
+    p.add_argument("--preset", nargs="+", default=["cpu", "fast"], metavar="NAME", help="presets swept by --mode train")
+    p.add_argument("--rollouts", type=int, default=2, help="rollouts trained per configuration (--mode train)")
+    p.add_argument("--device", default="auto", help="training device for --mode train: auto, cpu, cuda[:i]")
+    p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="--mode train: also draw FPS and memory to PNG")
+    p.add_argument("--train-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--n-envs", type=int, nargs="+", default=list(DEFAULT_N_ENVS), metavar="N", help="n_envs values to sweep")
     p.add_argument(
         "--vec-env", nargs="+", default=list(ENV_KINDS), metavar="KIND", help=f"kinds to measure: {', '.join(ENV_KINDS)}"
@@ -153,8 +303,55 @@ def build_parser() -> CliParser:
     return p
 
 
+def _train_mode(args: argparse.Namespace) -> int:
+    from mission_gym.training import memory as mem
+
+    names = mem.preset_names()
+    bad = [k for k in args.vec_env if k not in TRAIN_KINDS]
+    if bad:
+        return fail(f"--vec-env {bad[0]!r} is not valid for --mode train{suggest(bad[0], list(TRAIN_KINDS))}; "
+                    f"valid: {', '.join(TRAIN_KINDS)}")  # fmt: skip
+    for name in args.preset:
+        if name not in names or mem.is_selector(name):
+            runs = [n for n in names if not mem.is_selector(n)]
+            return fail(f"--preset {name!r} is not a run preset{suggest(name, runs)}; valid: {', '.join(runs)}")
+    if args.rollouts < 1:
+        return fail(f"--rollouts must be >= 1, got {args.rollouts}")
+    device = args.device
+    if device == "auto":
+        device = "cuda" if mem.detect_hardware().gpu_mem_gb else "cpu"
+    elif not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
+        return fail(f"--device {device!r} is not valid; use auto, cpu, cuda or cuda:N")
+    rows = run_train_sweep(args.preset, args.vec_env, sorted(set(args.n_envs)), args.rollouts, device, args.seconds,
+                           args.max_subproc)  # fmt: skip
+    print_train_table(rows, f"PPO training sweep on {device} ({args.rollouts} rollouts per configuration)")
+    if args.csv and rows:
+        fields = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
+        with args.csv.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"wrote {args.csv}")
+    if args.plot and rows:
+        plot_train(rows, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.train_worker is not None:  # one configuration of --mode train, in its own process
+        preset, n, kind, rollouts, device = json.loads(args.train_worker)
+        print(json.dumps(train_one(preset, int(n), kind, int(rollouts), device)))
+        return 0
+    if args.mode == "train":
+        if args.vec_env == list(ENV_KINDS):
+            args.vec_env = ["native"]
+        if args.n_envs == list(DEFAULT_N_ENVS):
+            args.n_envs = [16, 64]
+        if any(n < 1 for n in args.n_envs) or args.seconds <= 0:
+            return fail(f"--n-envs values and --seconds must be positive (got {args.n_envs}, {args.seconds})")
+        return _train_mode(args)
     bad = [k for k in args.vec_env if k not in ENV_KINDS]
     if bad:
         return fail(f"--vec-env {bad[0]!r} is not valid{suggest(bad[0], list(ENV_KINDS))}; valid: {', '.join(ENV_KINDS)}")

@@ -761,6 +761,8 @@ class Measurement:
     :param nvml_process_used: the memory NVML attributes to this process at the end (0 when unknown)
     :param seconds: wall-clock of ``learn``
     :param timesteps: env steps trained
+    :param rollout_s: time spent collecting rollouts (env steps and policy inference)
+    :param update_s: time spent in PPO updates
     """
 
     peak_rss_bytes: float
@@ -771,6 +773,8 @@ class Measurement:
     nvml_process_used: float = 0.0
     seconds: float = 0.0
     timesteps: int = 0
+    rollout_s: float = 0.0
+    update_s: float = 0.0
 
 
 def measure_training(shape: RunShape, rollouts: int = 2, seed: int = 0) -> Measurement:
@@ -815,10 +819,12 @@ def measure_training(shape: RunShape, rollouts: int = 2, seed: int = 0) -> Measu
         torch.cuda.reset_peak_memory_stats()
     sampler = ResourceSampler(device=shape.device, hz=10.0)
     timesteps = rollouts * shape.rollout
+    timer = _phase_timer()
     start = time.perf_counter()
     with sampler:
-        model.learn(timesteps)
+        model.learn(timesteps, callback=timer)
     seconds = time.perf_counter() - start
+    timer.close()
     window = sampler.drain()
     workers = 0.0
     for child in psutil.Process().children(recursive=True):
@@ -831,6 +837,8 @@ def measure_training(shape: RunShape, rollouts: int = 2, seed: int = 0) -> Measu
         worker_bytes=workers,
         seconds=seconds,
         timesteps=timesteps,
+        rollout_s=timer.rollout_s,
+        update_s=timer.update_s,
     )
     if on_cuda:
         out.cuda_max_allocated = torch.cuda.max_memory_allocated()
@@ -839,6 +847,40 @@ def measure_training(shape: RunShape, rollouts: int = 2, seed: int = 0) -> Measu
         out.nvml_process_used = _nvml_process_memory(shape.device)
     env.close()
     return out
+
+
+def _phase_timer() -> Any:
+    """An SB3 callback that adds up the time of rollout collection and of updates (built lazily: SB3 import)."""
+    import time
+
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class PhaseTimer(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rollout_s = self.update_s = 0.0
+            self._t: float | None = None
+
+        def _on_rollout_start(self) -> None:
+            now = time.perf_counter()
+            if self._t is not None:  # the update that just ended
+                self.update_s += now - self._t
+            self._t = now
+
+        def _on_rollout_end(self) -> None:
+            now = time.perf_counter()
+            self.rollout_s += now - (self._t or now)
+            self._t = now
+
+        def _on_step(self) -> bool:
+            return True
+
+        def close(self) -> None:  # the last update ends with learn()
+            if self._t is not None:
+                self.update_s += time.perf_counter() - self._t
+                self._t = None
+
+    return PhaseTimer()
 
 
 def _nvml_process_memory(device: str) -> float:

@@ -1,0 +1,44 @@
+"""bench --mode train: one tiny configuration end to end (table, CSV, PNG); bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run_bench(*args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--mode", "train", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_train_sweep_writes_table_csv_and_plot(tmp_path: Path) -> None:
+    out = run_bench("--preset", "quick", "--n-envs", "2", "--vec-env", "native", "--rollouts", "1", "--seconds", "0.1",
+                    "--device", "cpu", "--csv", str(tmp_path / "t.csv"), "--plot", str(tmp_path / "t.png"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "PPO training sweep on cpu" in out.stdout
+    rows = list(csv.DictReader((tmp_path / "t.csv").open()))
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["preset"], row["vec_env"], row["n_envs"], row["timesteps"]) == ("quick", "native", "2", "128")
+    assert float(row["fps"]) > 0 and 0 < float(row["rollout_share"]) < 1
+    assert float(row["peak_rss_mb"]) > 100 and float(row["est_host_mb"]) > 100
+    assert (tmp_path / "t.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--preset", "qick"], "did you mean 'quick'"),
+        (["--preset", "auto"], "not a run preset"),
+        (["--vec-env", "single"], "not valid for --mode train"),
+        (["--device", "tpu"], "--device 'tpu' is not valid"),
+    ],
+)
+def test_train_sweep_bad_input(args: list[str], needle: str) -> None:
+    out = run_bench(*args)
+    assert out.returncode == 2 and needle in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
