@@ -39,10 +39,12 @@ def choose_batch_size(rollout: int, target: int, floor: int = DEFAULT_FLOOR) -> 
     return next(d for d in divs if d >= floor)
 
 
-def nearest_divisors(rollout: int, batch_size: int, count: int = 4) -> list[int]:
-    """The ``count`` divisors of ``rollout`` closest to ``batch_size``, in increasing order."""
+def nearest_divisors(rollout: int, batch_size: int, each_side: int = 2) -> list[int]:
+    """Up to ``each_side`` divisors of ``rollout`` below ``batch_size`` and as many above, in increasing order."""
     divs = divisors(rollout)
-    return sorted(sorted(divs, key=lambda d: (abs(d - batch_size), d))[:count])
+    below = [d for d in divs if d < batch_size][-each_side:]
+    above = [d for d in divs if d > batch_size][:each_side]
+    return below + above
 
 
 def check_batch_size(batch_size: int, rollout: int, n_envs: int, n_steps: int) -> int:

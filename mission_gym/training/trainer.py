@@ -534,7 +534,9 @@ class Trainer:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
-        timings.close_update(time.perf_counter())
+        last_train_s = timings.close_update(time.perf_counter())
+        if last_train_s:
+            model.logger.record("time/train_s", last_train_s)
         learn_s = time.perf_counter() - t_learn
 
         checkpoint = None
@@ -550,6 +552,7 @@ class Trainer:
                     t0 = time.perf_counter()
                     final_eval = eval_cb.evaluate_now()
                     timings.eval_s += time.perf_counter() - t0
+            model.logger.record("time/total_timesteps", model.num_timesteps)  # a last row: the final update and eval
             model.logger.dump(model.num_timesteps)
         finally:
             model.logger.close()

@@ -7,6 +7,7 @@ This module imports no SB3 or torch at the top: env worker processes import it t
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 from collections.abc import Iterator
@@ -35,12 +36,12 @@ def _register_mission(env_id: str) -> None:
 def check_env_id(env_id: str) -> None:
     """Raise a :class:`ConfigError` naming the closest registered id when ``env_id`` is not registered."""
     _register_mission(env_id)
-    if ":" in env_id:  # "module:EnvId" imports its module on make; let gymnasium try
+    if ":" in env_id:  # "module:EnvId": the module registers the id when imported (as gym.make does)
+        module, _, env_id = env_id.partition(":")
         try:
-            gym.spec(env_id)
-        except Exception as exc:
-            raise ConfigError(f"--env {env_id!r}: {exc}") from None
-        return
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"--env {module}:{env_id}: cannot import module {module!r}: {exc}") from None
     if env_id not in gym.registry:
         valid = [*gym.registry, MISSION_ENV_ID]
         hint = suggest(env_id, valid)

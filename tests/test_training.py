@@ -1,0 +1,293 @@
+"""The trainer's library: presets, batch sizing, vec-env kinds, run files, load_agent, branching, MuJoCo.
+
+Tiny networks and a few hundred steps; the command line (signals, resume, bad input) is in test_train_cli.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
+
+from mission_gym.config import ConfigError, read_yaml
+from mission_gym.training.agent import load_agent
+from mission_gym.training.batch import check_batch_size, choose_batch_size, divisors
+from mission_gym.training.presets import (
+    AutoPreset,
+    TrainConfig,
+    apply_overrides,
+    choose_auto_preset,
+    load_preset,
+    preset_names,
+    presets_dir,
+    split_hyperparams,
+)
+from mission_gym.training.rundir import RunDir, vecnormalize_path
+from mission_gym.training.trainer import Trainer
+from mission_gym.training.vec_env import make_vec_env
+
+SHIPPED = ["auto", "beast", "cpu", "fast", "heavy", "quick"]
+TABLE = {  # trainer.md's preset table: n_envs, n_steps, target batch, epochs, network
+    "fast": (16, 256, 2048, 15, [512, 512]),
+    "heavy": (32, 256, 4096, 20, [1024, 512, 256]),
+    "beast": (64, 512, 8192, 30, [1024, 512, 512, 256]),
+}
+SHORT_MISSION = {"world": {"physics": {"episode_seconds": 2.5}}}  # 10-step episodes
+
+
+def tiny(**changes: object) -> TrainConfig:
+    """A CartPole configuration that trains in a second or two."""
+    base = load_preset("quick").model_copy(update={"env": "CartPole-v1", "vec_env": "dummy", "n_envs": 2, "n_steps": 64})
+    return apply_overrides(base, {"timesteps": 256, "eval_freq": 128, "save_freq": 128, "eval_episodes": 2, **changes})
+
+
+# --- presets ----------------------------------------------------------------------------------------------------
+def test_shipped_presets_are_all_there():
+    assert preset_names() == SHIPPED
+    assert (Path(__file__).parents[1] / "presets" / "fast.yaml").is_file()  # the top-level link
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_preset_loads_and_validates(name):
+    config = load_preset(name)
+    assert isinstance(config, TrainConfig)
+    batch = choose_batch_size(config.rollout, config.target_batch, config.min_batch)
+    assert config.rollout % batch == 0
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_gpu_presets_match_the_spec_table(name):
+    c = load_preset(name)
+    assert (c.n_envs, c.n_steps, c.target_batch, c.n_epochs, c.network_arch) == TABLE[name]
+    assert choose_batch_size(c.rollout, c.target_batch) == c.target_batch
+
+
+def test_auto_picks_by_hardware():
+    rules = AutoPreset.model_validate(read_yaml(presets_dir() / "auto.yaml"))
+    assert choose_auto_preset(None, rules) == "cpu"
+    assert choose_auto_preset(8.0, rules) == "fast"
+    assert choose_auto_preset(12.0, rules) == "heavy"
+    assert choose_auto_preset(24.0, rules) == "beast"
+
+
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("n_envs: 4\nn_stepz: 8\n", "n_stepz: unknown key"),
+        ("n_envs: four\n", "n_envs"),
+        ("n_envs: 0\n", "n_envs"),
+        ("learning_rate: -3e-4\n", "learning_rate"),
+        ("gamma: 1.5\n", "gamma"),
+        ("network_arch: '512,x'\n", "network_arch"),
+        ("device: tpu\n", "device"),
+        ("normalize: false\nnormalize_reward: true\n", "normalize_reward"),
+    ],
+)
+def test_bad_preset_names_file_and_key(tmp_path, text, key):
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_preset(path)
+    assert str(path) in str(err.value) and key in str(err.value)
+
+
+def test_user_preset_and_yaml_floats(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("learning_rate: 3e-4\nnetwork_arch: '32, 32'\nn_envs: 2\n")
+    config = load_preset(path)
+    assert config.learning_rate == pytest.approx(3e-4) and config.network_arch == [32, 32]
+    assert config.preset == str(path)
+
+
+def test_unknown_preset_suggests():
+    with pytest.raises(ConfigError, match="did you mean 'heavy'"):
+        load_preset("heavvy")
+
+
+def test_hyperparams_split_and_suggest():
+    fields, extra = split_hyperparams({"learning_rate": 1e-4, "normalize_advantage": False})
+    assert fields == {"learning_rate": 1e-4} and extra == {"normalize_advantage": False}
+    with pytest.raises(ConfigError, match="did you mean 'ent_coef'"):
+        split_hyperparams({"ent_coeff": 0.1})
+
+
+# --- batch size -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "rollout, target, floor, expected",
+    [
+        (4096, 2048, 64, 2048),
+        (4096, 3000, 64, 2048),
+        (1000, 300, 64, 250),
+        (96, 4096, 64, 96),
+        (4099, 2048, 64, 4099),
+        (32, 16, 64, 32),
+    ],
+)
+def test_choose_batch_size(rollout, target, floor, expected):
+    got = choose_batch_size(rollout, target, floor)
+    assert got == expected and rollout % got == 0
+
+
+def test_divisors():
+    assert divisors(12) == [1, 2, 3, 4, 6, 12]
+
+
+def test_explicit_batch_size_lists_nearest_divisors():
+    assert check_batch_size(512, 4096, 16, 256) == 512
+    with pytest.raises(ConfigError) as err:
+        check_batch_size(1000, 4096, 16, 256)
+    assert "nearest valid: 256, 512, 1024, 2048 (or auto)" in str(err.value) and "4096" in str(err.value)
+
+
+# --- vec envs ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind, env_id", [("native", "MissionGym-v0"), ("dummy", "MissionGym-v0"), ("subproc", "CartPole-v1")])
+def test_vec_env_kinds(kind, env_id):
+    kwargs = SHORT_MISSION if env_id == "MissionGym-v0" else {}
+    venv = make_vec_env(env_id, 2, kind, seed=3, env_kwargs=kwargs, normalize=True, normalize_reward=True)
+    try:
+        assert isinstance(venv, VecNormalize) and isinstance(venv.venv, VecMonitor)
+        obs = venv.reset()
+        assert obs.shape == (2, *venv.observation_space.shape)
+        ended = []
+        for _ in range(12):
+            obs, rewards, dones, infos = venv.step(np.array([venv.action_space.sample() for _ in range(2)]))
+            ended += [info for info, done in zip(infos, dones) if done]
+        if env_id == "MissionGym-v0":
+            assert ended and all("episode" in i and "episode_metrics" in i for i in ended)
+    finally:
+        venv.close()
+
+
+def test_native_is_mission_only():
+    from mission_gym.training.vec_env import resolve_kind
+
+    assert resolve_kind("auto", "MissionGym-v0", 16, 2) == "native"
+    assert resolve_kind("auto", "Hopper-v5", 8, 2) == "subproc"
+    assert resolve_kind("auto", "Hopper-v5", 8, 1) == "dummy"
+    with pytest.raises(ConfigError, match="native"):
+        resolve_kind("native", "CartPole-v1", 4, 2)
+
+
+# --- a run and its files ----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    result = Trainer.create(tiny(), runs_dir=runs, run_name="cp", notes="first", progress=False).train()
+    assert result.status == "finished" and result.exit_code == 0
+    assert result.timesteps == 256 and result.fps > 0 and result.final_eval is not None
+    return runs / "cp"
+
+
+def test_run_directory_is_complete(cartpole_run):
+    run = RunDir(cartpole_run)
+    for name in ("config.yaml", "command.txt", "metadata.json", "lineage.json", "best_model.zip", "final_model.zip"):
+        assert (cartpole_run / name).is_file(), name
+    assert vecnormalize_path(cartpole_run / "final_model.zip").is_file()
+    assert [s for s, _ in run.checkpoints()] == [128, 256]  # every 128 steps, newest 2 kept
+    assert all(vecnormalize_path(p).is_file() for _, p in run.checkpoints())
+    assert list((cartpole_run / "tb").iterdir())
+    config = TrainConfig.model_validate(read_yaml(cartpole_run / "config.yaml"))
+    assert config.batch_size == 128 and config.vec_env == "dummy"  # resolved, not "auto"
+    meta = json.loads((cartpole_run / "metadata.json").read_text())
+    assert meta["status"] == "finished" and meta["timesteps"] == 256 and meta["versions"]["stable_baselines3"]
+    lineage = json.loads((cartpole_run / "lineage.json").read_text())
+    assert lineage["root"] == "cp" and lineage["parent"] is None and lineage["notes"] == "first"
+    assert lineage["action_space"] == "Discrete(2)"
+
+
+def test_progress_and_evaluations(cartpole_run):
+    import csv
+
+    rows = list(csv.DictReader(open(cartpole_run / "progress.csv")))
+    steps = [int(float(r["time/total_timesteps"])) for r in rows if r["time/total_timesteps"]]
+    assert steps == [128, 256, 256]  # the last row holds the final update's time and the final evaluation
+    assert rows[1]["time/rollout_s"] and rows[1]["time/train_s"] and rows[1]["rollout/ep_rew_mean"]
+    assert rows[2]["time/train_s"] and rows[2]["eval/mean_return"]
+    evals = list(csv.DictReader(open(cartpole_run / "evaluations.csv")))
+    assert [int(r["timesteps"]) for r in evals] == [128, 256]
+    assert {"timesteps", "win_rate", "mean_return", "std_return", "mean_ep_length", "n_episodes"} <= set(evals[0])
+
+
+@pytest.mark.parametrize("which", ["name", "dir", "final", "checkpoint"])
+def test_load_agent(cartpole_run, which):
+    src = {
+        "name": "cp",
+        "dir": str(cartpole_run),
+        "final": str(cartpole_run / "final_model.zip"),
+        "checkpoint": str(cartpole_run / "checkpoints" / "ckpt_128_steps.zip"),
+    }[which]
+    agent = load_agent(src, runs_dir=cartpole_run.parent)
+    assert agent.env_id == "CartPole-v1" and agent.env_kwargs == {} and agent.obs_normalizer is not None
+    obs = np.zeros((3, 4), dtype=np.float32)
+    assert agent.predict(obs).shape == (3,)
+    raw = agent.model.predict(agent.obs_normalizer.normalize_obs(obs), deterministic=True)[0]
+    np.testing.assert_array_equal(agent.predict(obs), raw)
+
+
+def test_load_agent_unknown_run(cartpole_run):
+    with pytest.raises(FileNotFoundError, match="did you mean 'cp'"):
+        load_agent("cpx", runs_dir=cartpole_run.parent)
+
+
+def test_branch_applies_new_hyperparameters(cartpole_run, tmp_path):
+    parent = cartpole_run / "final_model.zip"
+    config = tiny(learning_rate=1e-4, clip_range=0.1, ent_coef=0.05, n_epochs=3, gamma=0.95, eval_freq=0, save_freq=0)
+    trainer = Trainer.create(config, runs_dir=tmp_path, parent_checkpoint=parent, branch_name="low-lr", progress=False)
+    model = trainer.model
+    assert model.lr_schedule(1.0) == pytest.approx(1e-4) and model.clip_range(1.0) == pytest.approx(0.1)
+    assert (model.ent_coef, model.n_epochs, model.gamma) == (0.05, 3, 0.95)
+    from stable_baselines3 import PPO
+
+    parent_model = PPO.load(parent)
+    for key, value in parent_model.policy.state_dict().items():
+        assert np.allclose(value.numpy(), model.policy.state_dict()[key].numpy()), key
+    assert trainer.train().status == "finished"
+    final = PPO.load(tmp_path / "low-lr" / "final_model.zip")
+    assert final.lr_schedule(0.5) == pytest.approx(1e-4) and final.n_epochs == 3 and final.ent_coef == 0.05
+    assert final.policy.optimizer.param_groups[0]["lr"] == pytest.approx(1e-4)
+    lineage = json.loads((tmp_path / "low-lr" / "lineage.json").read_text())
+    assert lineage["branch"] == "low-lr" and lineage["root"] == "cp" and lineage["parent"]["run"] == "cp"
+    assert lineage["parent"]["timesteps"] == 256
+
+
+def test_branch_refuses_other_spaces(cartpole_run, tmp_path):
+    config = tiny(env="Acrobot-v1")
+    with pytest.raises(ConfigError, match="observation space .*\\(4,\\).* vs .*\\(6,\\)"):
+        Trainer.create(config, runs_dir=tmp_path, parent_checkpoint=cartpole_run / "final_model.zip", branch_name="b")
+    assert not (tmp_path / "b").exists()
+
+
+def test_branch_refuses_other_network(cartpole_run, tmp_path):
+    with pytest.raises(ConfigError, match="network"):
+        Trainer.create(
+            tiny(network_arch=[32]), runs_dir=tmp_path, parent_checkpoint=cartpole_run / "best_model.zip", branch_name="b"
+        )
+    assert not (tmp_path / "b").exists()
+
+
+def test_mission_metrics_are_logged_per_rollout(tmp_path):
+    config = tiny(env="MissionGym-v0", vec_env="native", env_kwargs=SHORT_MISSION, eval_freq=0, save_freq=0, timesteps=128)
+    result = Trainer.create(config, runs_dir=tmp_path, run_name="m", progress=False).train()
+    assert result.final_eval is not None and result.final_eval.win_rate is not None
+    import csv
+
+    row = list(csv.DictReader(open(tmp_path / "m" / "progress.csv")))[0]
+    # 2 envs x 64 steps of 10-step episodes: ~12 episodes ended in the rollout, all averaged
+    assert float(row["mission/episodes"]) >= 10
+    assert float(row["mission/outcome_timeout"]) + float(row["mission/outcome_stalled"]) + float(
+        row["mission/outcome_captured"]
+    ) + float(row["mission/outcome_all_disabled"]) == pytest.approx(1.0)
+    assert "mission/win_rate" in row and "reward/time" in row and "mission/steps" in row
+    assert float(row["mission/steps"]) <= 10
+
+
+def test_mujoco_hopper_trains(tmp_path):
+    pytest.importorskip("mujoco")
+    config = tiny(env="Hopper-v5", eval_episodes=1, eval_freq=0, save_freq=0, timesteps=128)
+    result = Trainer.create(config, runs_dir=tmp_path, run_name="hop", progress=False).train()
+    assert result.status == "finished" and result.timesteps == 128
+    agent = load_agent(tmp_path / "hop")
+    assert agent.env_id == "Hopper-v5" and agent.predict(np.zeros(11)).shape == (3,)
