@@ -163,3 +163,12 @@ def test_callback_on_cpu_has_no_gpu_tags(monkeypatch: pytest.MonkeyPatch) -> Non
     row = next(r for r in capture.rows if "sys/rss_mb" in r)
     assert "sys/cpu_percent" in row and not any(k.startswith("gpu/") for k in row)
     callback.close()  # idempotent
+
+
+def test_drop_in_for_the_trainers_load_sampler() -> None:
+    sampler = ResourceSampler(device="cuda", nvml=FakeNVML([30], [10])).start()
+    sampler.sample()
+    out = sampler.collect()
+    assert "window_s" not in out and out["gpu/util_max"] == 30.0
+    sampler.close()
+    assert sampler._thread is None

@@ -165,6 +165,16 @@ class ResourceSampler:
             self._reset()
         return out
 
+    def collect(self) -> dict[str, float]:
+        """:meth:`drain` without the window length: the tags to log (the trainer's ``LoadSampler`` interface)."""
+        out = self.drain()
+        out.pop("window_s", None)
+        return out
+
+    def close(self) -> None:
+        """Same as :meth:`stop` (the trainer's ``LoadSampler`` interface)."""
+        self.stop()
+
     def _run(self) -> None:
         while not self._stop.is_set():
             self.sample()
