@@ -1,10 +1,8 @@
-"""Hardware: the device, TF32, thread counts, and a sampler of GPU and process load."""
+"""Hardware: the device, TF32 and thread counts (load sampling is :mod:`mission_gym.training.monitor`)."""
 
 from __future__ import annotations
 
 import os
-import threading
-from typing import Any
 
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -85,62 +83,3 @@ def cap_worker_threads() -> None:
 
     if "torch" in sys.modules:  # SB3's worker module imports torch; don't import it if nothing has
         sys.modules["torch"].set_num_threads(1)
-
-
-class LoadSampler:
-    """Samples GPU utilisation and memory (NVML) in a background thread, at ``hz``; CPU and RSS on demand.
-
-    :param device_index: the CUDA device to watch; None samples no GPU
-    :param hz: GPU samples per second
-    """
-
-    def __init__(self, device_index: int | None = None, hz: float = 10.0) -> None:
-        import psutil
-
-        self._proc = psutil.Process()
-        self._proc.cpu_percent(None)  # the first call only sets the reference point
-        self._interval = 1.0 / hz
-        self._lock = threading.Lock()
-        self._util: list[float] = []
-        self._mem_mb = 0.0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._handle: Any = None
-        if device_index is not None:
-            try:
-                import pynvml
-
-                pynvml.nvmlInit()
-                self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
-                self._nvml = pynvml
-            except Exception:  # no NVML (driver-less container, non-NVIDIA): GPU tags are simply not logged
-                self._handle = None
-        if self._handle is not None:
-            self._thread = threading.Thread(target=self._run, name="gpu-sampler", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                util = float(self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
-                mem = float(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used) / 2**20
-            except Exception:
-                continue
-            with self._lock:
-                self._util.append(util)
-                self._mem_mb = mem
-
-    def collect(self) -> dict[str, float]:
-        """Values to log since the last call: ``sys/*`` always, ``gpu/*`` when sampling a GPU."""
-        out = {"sys/cpu_percent": float(self._proc.cpu_percent(None)), "sys/rss_mb": self._proc.memory_info().rss / 2**20}
-        with self._lock:
-            util, self._util = self._util, []
-            mem = self._mem_mb
-        if util:
-            out.update({"gpu/util_mean": sum(util) / len(util), "gpu/util_max": max(util), "gpu/mem_used_mb": mem})
-        return out
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=1.0)

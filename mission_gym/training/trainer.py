@@ -24,9 +24,10 @@ from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, valida
 from mission_gym.training import hardware
 from mission_gym.training.batch import check_batch_size, choose_batch_size
 from mission_gym.training.callbacks import (
+    DashboardCallback,
     EpisodeMetricsCallback,
     EvalRecord,
-    RolloutHooksCallback,
+    RolloutThreadsCallback,
     StepCheckpointCallback,
     StepEvalCallback,
     StopFlagCallback,
@@ -474,9 +475,11 @@ class Trainer:
     # --- training ---------------------------------------------------------------------------------------------
     def train(self) -> TrainResult:
         """Train to the target step count; on SIGINT/SIGTERM or a crash, save a checkpoint and finish the files."""
+        import torch
         from stable_baselines3.common.callbacks import CallbackList, ProgressBarCallback
 
         from mission_gym.training.logger import make_logger
+        from mission_gym.training.monitor import ResourceMonitorCallback
 
         t_start = time.perf_counter()
         config, model, run = self.config, self.model, self.run
@@ -484,15 +487,17 @@ class Trainer:
         timings = Timings()
         evaluator = make_evaluator(config.env, config.env_kwargs, config.eval_episodes)
         eval_cb = StepEvalCallback(run, evaluator, config.eval_freq, timings)
-        sampler = hardware.LoadSampler(_cuda_index(self.device))
+        monitor = ResourceMonitorCallback(device=self.device)
         received: list[int] = []
         callbacks = [
             TimingCallback(timings),
+            RolloutThreadsCallback(self.threads),
             StopFlagCallback(lambda: bool(received)),
             EpisodeMetricsCallback(),
             StepCheckpointCallback(run, config.save_freq, config.keep_checkpoints, timings),
             eval_cb,
-            RolloutHooksCallback(sampler, run),
+            monitor,
+            DashboardCallback(run),
         ]
         if self.progress and sys.stderr.isatty():
             callbacks.append(ProgressBarCallback())
@@ -550,13 +555,15 @@ class Trainer:
                 save_model(model, run / "final_model.zip")
                 if final_eval is None:
                     t0 = time.perf_counter()
+                    torch.set_num_threads(1)
                     final_eval = eval_cb.evaluate_now()
+                    torch.set_num_threads(self.threads)
                     timings.eval_s += time.perf_counter() - t0
             model.logger.record("time/total_timesteps", model.num_timesteps)  # a last row: the final update and eval
             model.logger.dump(model.num_timesteps)
         finally:
             model.logger.close()
-            sampler.close()
+            monitor.close()
             try:
                 model.get_env().close()
             except Exception:  # a dead worker's pipe; the run's files are what matter now
@@ -597,12 +604,6 @@ def _int(value: Any) -> int:
         return int(float(value))
     except (TypeError, ValueError):
         return 0
-
-
-def _cuda_index(device: str) -> int | None:
-    if not device.startswith("cuda"):
-        return None
-    return int(device.partition(":")[2] or 0)
 
 
 def _crash_message(exc: BaseException, model: Any, device: str) -> str:
