@@ -3,7 +3,6 @@ train_ppo runs), Ctrl-C handling and the Ray backend."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -136,6 +135,7 @@ def test_jobs_file_errors_name_file_and_key(tmp_path, body, expected):
         (["--jobs", "1", "--ray-address", "h:1"], "--ray-address needs --backend ray"),
         (["JOBS", "--preset", "quick"], "--preset build jobs from flags"),
         (["nope.yaml"], "nope.yaml: cannot read"),
+        (["--jobs", "1", "--", "--timestep", "9"], "unknown train_ppo flag --timestep (did you mean 'timesteps'?)"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, expected):
@@ -209,8 +209,10 @@ def test_read_last_progress_follows_a_rewritten_header(tmp_path):
     assert read_last_progress(p) == {}
     p.write_text("time/fps,time/total_timesteps\n")
     assert read_last_progress(p) == {}
-    p.write_text("time/fps,time/total_timesteps,mission/win_rate\n100,64,\n120,128,0.5\n130,19")  # last row half-written
-    assert read_last_progress(p) == {"time/fps": "120", "time/total_timesteps": "128", "mission/win_rate": "0.5"}
+    p.write_text("time/fps,time/total_timesteps,mission/win_rate\n100,64,0.25\n120,128,\n130,19")  # last row half-written
+    assert read_last_progress(p) == {"time/fps": "120", "time/total_timesteps": "128", "mission/win_rate": "0.25"}
+    p.write_text("time/fps,time/total_timesteps,eval/win_rate\n100,64,\n,64,0.5\n")  # an eval row without time/fps
+    assert read_last_progress(p) == {"time/fps": "100", "time/total_timesteps": "64", "eval/win_rate": "0.5"}
 
 
 # --- the local pool with stand-in children -------------------------------------------------------------------------
@@ -291,10 +293,6 @@ def test_pool_stop_forwards_the_signal_then_kills_what_does_not_stop(tmp_path):
 
 
 # --- real train_ppo runs ----------------------------------------------------------------------------------------------
-# TODO(launcher): drop once train_ppo has landed; until then only the stand-in tests above can run
-needs_trainer = pytest.mark.skipif(
-    importlib.util.find_spec("mission_gym.scripts.train_ppo") is None, reason="train_ppo is not written yet"
-)
 QUICK = ["--timesteps", "256", "--device", "cpu", "--no-tensorboard", "--eval-freq", "0"]
 
 
@@ -308,7 +306,6 @@ def run_launcher(args: list[str], timeout: float = 240) -> subprocess.CompletedP
     )
 
 
-@needs_trainer
 def test_three_quick_jobs_two_at_a_time_one_failing(tmp_path):
     jobs = write(
         tmp_path / "jobs.yaml",
@@ -335,7 +332,6 @@ def test_three_quick_jobs_two_at_a_time_one_failing(tmp_path):
     assert not (runs / "bad").exists()
 
 
-@needs_trainer
 def test_ctrl_c_stops_every_job_and_leaves_no_process(tmp_path):
     runs = tmp_path / "runs"
     launcher = subprocess.Popen(
@@ -389,7 +385,6 @@ def test_ctrl_c_stops_every_job_and_leaves_no_process(tmp_path):
         assert any((runs / name / "checkpoints").iterdir()), f"{name} saved no checkpoint"
 
 
-@needs_trainer
 def test_ray_backend_runs_two_quick_jobs(tmp_path):
     try:
         import ray  # noqa: F401

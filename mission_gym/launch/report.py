@@ -97,27 +97,39 @@ class JobRecord:
 
 
 def read_last_progress(path: Path, tail_bytes: int = 65536) -> dict[str, str]:
-    """The header and the last complete row of an SB3 ``progress.csv`` as a dict (``{}`` when none yet).
+    """The latest value of every column of an SB3 ``progress.csv`` (within its last ``tail_bytes``); ``{}`` before
+    the first row.
 
-    SB3 rewrites the file with a wider header when new keys appear, so the header is read every time.
+    Rows need not fill every column (an evaluation row carries no ``time/fps``), so each column takes its value
+    from the newest row that has one. SB3 rewrites the file with a wider header when new keys appear, so the
+    header is read every time.
     """
     try:
         with open(path, "rb") as f:
-            header = f.readline().decode(errors="replace")
+            header = f.readline().decode(errors="replace").strip()
             f.seek(0, io.SEEK_END)
             size = f.tell()
             f.seek(max(0, size - tail_bytes))
             tail = f.read().decode(errors="replace")
     except OSError:
         return {}
-    lines = [ln for ln in tail.split("\n")[:-1] if ln.strip()]  # text after the last newline may be half-written
-    if not lines or lines[-1].strip() == header.strip():
+    if not header:
         return {}
-    names = next(csv.reader([header.strip()]))
-    values = next(csv.reader([lines[-1]]))
-    if len(values) != len(names):
-        return {}
-    return {k: v for k, v in zip(names, values) if v != ""}
+    names = next(csv.reader([header]))
+    lines = tail.split("\n")[:-1]  # text after the last newline may be half-written
+    out: dict[str, str] = {}
+    for line in reversed(lines):
+        if not line.strip() or line.strip() == header:
+            continue
+        values = next(csv.reader([line]))
+        if len(values) != len(names):  # a row cut by the tail window, or one written before the header grew
+            continue
+        for k, v in zip(names, values):
+            if v != "" and k not in out:
+                out[k] = v
+        if len(out) == len(names):
+            break
+    return out
 
 
 def log_tail(path: Path, lines: int = 20) -> list[str]:
@@ -169,6 +181,7 @@ def _steps(r: JobRecord) -> str:
 
 def _win(r: JobRecord) -> str:
     win = _num(r.progress, "mission/win_rate")
+    win = _num(r.progress, "eval/win_rate") if win is None else win
     if win is not None:
         return f"{100 * win:.0f}%"
     ret = _num(r.progress, "rollout/ep_rew_mean")

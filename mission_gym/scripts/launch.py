@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError
-from mission_gym.launch.jobs import Job, describe, jobs_from_flags, load_jobs
+from mission_gym.launch.jobs import Job, check_flag_names, describe, jobs_from_flags, load_jobs
 from mission_gym.scripts.cli import CliParser, fail
 
 
@@ -101,6 +101,10 @@ def _jobs(args, extra: list[str]) -> list[Job]:
         jobs = load_jobs(args.jobs_file, extra)
     else:
         jobs = jobs_from_flags(args.jobs, args.preset, args.seeds, args.name, extra)
+    from mission_gym.scripts.train_ppo import build_parser as train_parser  # a light import: argparse only
+
+    known = [opt for action in train_parser()._actions for opt in action.option_strings]
+    check_flag_names(jobs, known, args.jobs_file or "launch flags")
     if args.cpus_per_job is not None or args.gpus_per_job is not None:
         import dataclasses
 
