@@ -12,11 +12,17 @@ Explicit flags override the preset; the resolved configuration is printed and sa
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from typing import Any
 
 from mission_gym.scripts.cli import CliParser, fail
+
+# Before torch loads: OpenMP threads that sleep rather than spin while waiting. On cores shared with other work,
+# spinning threads stall each other; a PPO update of the fast preset took 5-15 s instead of 2.7-3.2 s on the
+# 2-core project machine with another process busy. Set the variable yourself to choose otherwise.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # flag dest -> configuration field (when the flag is given)
 FLAG_FIELDS = (
@@ -74,42 +80,44 @@ def parse_pairs(items: list[str] | None, flag: str) -> dict[str, Any]:
 def build_parser() -> CliParser:
     p = CliParser(
         prog="python -m mission_gym.scripts.train_ppo",
-        description="Train PPO with a preset sized to your hardware; explicit flags override the preset.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description="Train PPO with a preset sized to your hardware; explicit flags override the preset "
+        "([x] is the value when neither sets it). Docs: docs/training.md",
+        epilog="examples:\n" + __doc__.split("\n\n")[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = p.add_argument_group("what to train")
     what.add_argument(
-        "--preset", default=None, help="fast, heavy, beast, cpu, quick, auto (by hardware) or a YAML file [auto]"
+        "--preset", metavar="NAME|PATH", help="fast, heavy, beast, cpu, quick, auto (by hardware) or a YAML file [auto]"
     )
-    what.add_argument("--env", default=None, help="Gymnasium id, e.g. MissionGym-v0, Hopper-v5 [MissionGym-v0]")
+    what.add_argument("--env", metavar="ID", help="Gymnasium id, e.g. MissionGym-v0, Hopper-v5 [MissionGym-v0]")
     what.add_argument("--env-kwargs", nargs="+", metavar="K=V", help="env arguments, YAML values; e.g. reward.win_bonus=100")
-    what.add_argument("--timesteps", type=int, help="total env steps of the run")
-    what.add_argument("--seed", type=int, help="env i is seeded with seed+i; also torch's seed")
+    what.add_argument("--timesteps", type=int, metavar="N", help="total env steps of the run")
+    what.add_argument("--seed", type=int, metavar="N", help="env i is seeded with seed+i; also torch's seed")
     size = p.add_argument_group("rollout and update")
-    size.add_argument("--n-envs", type=int, help="parallel envs")
-    size.add_argument("--n-steps", type=int, help="steps per env per rollout")
+    size.add_argument("--n-envs", type=int, metavar="N", help="parallel envs")
+    size.add_argument("--n-steps", type=int, metavar="N", help="steps per env per rollout")
     size.add_argument("--batch-size", type=_batch_size, metavar="N|auto", help="minibatch size; must divide n_envs*n_steps")
-    size.add_argument("--n-epochs", type=int, help="passes over each rollout")
+    size.add_argument("--n-epochs", type=int, metavar="N", help="passes over each rollout")
     size.add_argument("--network-arch", metavar="W,W,...", help='hidden layer widths, e.g. "1024,512,256"')
     size.add_argument("--hyperparams", nargs="+", metavar="K=V", help="PPO settings, e.g. learning_rate=1e-4 ent_coef=0.0")
     machine = p.add_argument_group("machine")
     machine.add_argument("--vec-env", choices=["auto", "native", "subproc", "dummy"], help="vectorised env kind [auto]")
-    machine.add_argument("--device", help="auto, cpu, cuda or cuda:<i> [auto]")
-    machine.add_argument("--num-threads", type=int, help="learner torch threads [cores left after env workers]")
+    machine.add_argument("--device", metavar="DEV", help="auto, cpu, cuda or cuda:<i> [auto]")
+    machine.add_argument("--num-threads", type=int, metavar="N", help="learner torch threads [cores left after env workers]")
     run = p.add_argument_group("run directory")
-    run.add_argument("--run-name", help="directory name under --runs-dir [<env>_<preset>_<time>]")
-    run.add_argument("--runs-dir", default="runs", help="where runs live")
-    run.add_argument("--eval-freq", type=int, help="env steps between evaluations (0: final only)")
-    run.add_argument("--eval-episodes", type=int, help="episodes per evaluation (fixed seeds)")
-    run.add_argument("--save-freq", type=int, help="env steps between checkpoints (0: final only)")
-    run.add_argument("--keep-checkpoints", type=int, help="newest checkpoints to keep")
-    run.add_argument("--notes", help="free text stored in lineage.json")
+    run.add_argument("--run-name", metavar="NAME", help="directory name under --runs-dir [<env>_<preset>_<time>]")
+    run.add_argument("--runs-dir", default="runs", metavar="DIR", help="where runs live [runs]")
+    run.add_argument("--eval-freq", type=int, metavar="STEPS", help="env steps between evaluations (0: final only)")
+    run.add_argument("--eval-episodes", type=int, metavar="N", help="episodes per evaluation (fixed seeds)")
+    run.add_argument("--save-freq", type=int, metavar="STEPS", help="env steps between checkpoints (0: final only)")
+    run.add_argument("--keep-checkpoints", type=int, metavar="K", help="newest checkpoints to keep")
+    run.add_argument("--notes", metavar="TEXT", help="free text stored in lineage.json")
     run.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard events")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     lineage = p.add_argument_group("resume and branch")
     lineage.add_argument("--resume", metavar="RUN|PATH", help="continue a run from its newest checkpoint")
     lineage.add_argument("--parent-checkpoint", metavar="PATH", help="start a new run from this model's weights")
-    lineage.add_argument("--branch-name", help="name of the branch (the new run's name unless --run-name)")
+    lineage.add_argument("--branch-name", metavar="NAME", help="name of the branch (the new run's name unless --run-name)")
     return p
 
 
