@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 
 
-def run_level(n: int, preset: str, timesteps: int, runs_dir: Path, extra: list[str]) -> dict:
+def run_level(n: int, preset: str, timesteps: int, runs_dir: Path, extra: list[str], cpus: int | None = None) -> dict:
     name = f"bench-p{n}-{time.strftime('%H%M%S')}"
     cmd = [sys.executable, "-m", "mission_gym.scripts.launch", "--no-live", "--jobs", str(n), "--preset", preset,
-           "--name", name, "--max-parallel", str(n), "--runs-dir", str(runs_dir), "--",
+           "--name", name, "--max-parallel", str(n), "--runs-dir", str(runs_dir),
+           *(["--cpus-per-job", str(cpus)] if cpus else []), "--",
            "--timesteps", str(timesteps), "--no-tensorboard", *extra]  # fmt: skip
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -40,9 +41,10 @@ def main() -> int:
     p.add_argument("--timesteps", type=int, default=40_000, help="per job")
     p.add_argument("--parallel", type=int, nargs="+", default=[1, 2])
     p.add_argument("--runs-dir", type=Path, default=None)
+    p.add_argument("--cpus-per-job", type=int, default=None, help="cores per job (default: the launcher's even share)")
     args, extra = p.parse_known_args()
     runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="bench-launch-"))
-    rows = [run_level(n, args.preset, args.timesteps, runs_dir, extra) for n in args.parallel]
+    rows = [run_level(n, args.preset, args.timesteps, runs_dir, extra, args.cpus_per_job) for n in args.parallel]
     base = rows[0]["aggregate"]
     print(f"preset {args.preset}, {args.timesteps} timesteps per job, runs in {runs_dir}")
     print(f"{'jobs':>4} {'per-job FPS':>22} {'aggregate FPS':>14} {'vs first':>9} {'wall s':>7} {'steps/wall s':>13}")
