@@ -536,7 +536,7 @@ class Trainer:
             status, exit_code = "interrupted", EXIT_SIGNAL[signal.SIGINT]
         except Exception as exc:
             status, exit_code = "crashed", 1
-            message = _crash_message(exc, model, self.device)
+            message = _crash_message(exc, model, config, self.device)
             traceback.print_exc()
         finally:
             for s, handler in previous.items():
@@ -608,24 +608,22 @@ def _int(value: Any) -> int:
         return 0
 
 
-def _crash_message(exc: BaseException, model: Any, device: str) -> str:
-    """The one-paragraph explanation of a crash; for CUDA OOM, the memory estimator's view and advice."""
+def _crash_message(exc: BaseException, model: Any, config: TrainConfig, device: str) -> str:
+    """The explanation of a crash; for CUDA OOM, the memory estimator's view of the run and the largest preset
+    that fits the card."""
     import torch
 
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         try:
-            from mission_gym.training import memory
-
-            shape = memory.shape_from_config(
-                {"n_envs": model.n_envs, "n_steps": model.n_steps, "batch_size": model.batch_size, "n_epochs": model.n_epochs},
-                device="cuda",
-                **memory.spaces_fields(model.observation_space, model.action_space),
-            )
             import psutil
 
+            from mission_gym.training import memory
+
+            spaces = memory.spaces_fields(model.observation_space, model.action_space)
+            shape = memory.shape_from_config(config.model_dump(), device="cuda", **spaces)
             return memory.oom_message(shape, hardware.gpu_memory_gb(device), psutil.virtual_memory().total / 2**30)
         except Exception:
-            return "CUDA out of memory: try a smaller preset (--preset fast) or --batch-size, or --device cpu"
+            return "CUDA out of memory: try a smaller preset, a smaller --batch-size, or --device cpu"
     return f"training stopped by {type(exc).__name__}: {exc}"
 
 
