@@ -228,6 +228,9 @@ print("cores", sorted(os.sched_getaffinity(0)), "threads", os.environ["OMP_NUM_T
 if mode == "fail":
     print("error: unknown env id 'NoSuchEnv-v0'", file=sys.stderr)
     sys.exit(2)
+if mode == "quiet":  # runs without logging progress, like a job still building its first rollout
+    time.sleep(seconds)
+    sys.exit(0)
 if mode in ("stubborn", "spawner"):
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # a grandchild in the job's group
 with open(os.path.join(run, "progress.csv"), "w") as f:
@@ -290,6 +293,25 @@ def test_pool_stop_forwards_the_signal_then_kills_what_does_not_stop(tmp_path):
     assert (tmp_path / "runs" / "polite" / "checkpoint").read_text() == str(int(signal.SIGINT))
     assert records["stubborn"].state == "killed" and records["never"].state == "cancelled"
     assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_admission_waits_for_memory_and_skips_what_never_fits(tmp_path, monkeypatch):
+    import mission_gym.launch.local as local
+
+    monkeypatch.setattr(local, "estimate_job_memory", lambda job, gpus=None: (400.0, 0.0))
+    monkeypatch.setattr(local, "free_host_mb", lambda: local.HOST_HEADROOM_MB + 600.0)
+    jobs = [Job("a", ("quiet", "1")), Job("b", ("quiet", "0.2"))]
+    launcher = LocalLauncher(jobs, tmp_path / "runs", tmp_path / "l1", max_parallel=2, command=standin_command(tmp_path),
+                             live=False)  # fmt: skip
+    a, b = launcher.run()
+    assert a.state == b.state == "done"
+    assert b.started >= a.ended - 0.5, "b was admitted while a still held its memory reservation"
+
+    monkeypatch.setattr(local, "free_host_mb", lambda: local.HOST_HEADROOM_MB + 100.0)
+    launcher = LocalLauncher([Job("big", ("ok", "0"))], tmp_path / "runs", tmp_path / "l2", max_parallel=1,
+                             command=standin_command(tmp_path), live=False)  # fmt: skip
+    (big,) = launcher.run()
+    assert big.state == "skipped" and "needs ~400 MB host RAM" in big.reason and "--no-memory-check" in big.reason
 
 
 # --- real train_ppo runs ----------------------------------------------------------------------------------------------
