@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 		echo "no NVIDIA GPU: installing $(TORCH_CPU) first"; \
 		$(BIN)/python -m pip install --quiet "$(TORCH_CPU)"; \
 	fi
-	$(BIN)/python -m pip install --quiet -e ".[dev,play]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,play,ray]"
 	touch $(STAMP)
 
 train: setup
