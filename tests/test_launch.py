@@ -278,12 +278,14 @@ def test_pool_stop_forwards_the_signal_then_kills_what_does_not_stop(tmp_path):
         live=False,
     )
     pids: list[int] = []
+    # children from earlier tests (e.g. a multiprocessing forkserver) are not the launcher's
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
 
     def stop_when_started() -> None:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and len(pids) < 4:  # two jobs and their grandchildren
             time.sleep(0.1)
-            pids[:] = [p.pid for p in psutil.Process().children(recursive=True)]
+            pids[:] = [p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before]
         launcher.request_stop(signal.SIGINT)
 
     threading.Thread(target=stop_when_started, daemon=True).start()

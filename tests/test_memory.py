@@ -14,6 +14,7 @@ from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from mission_gym.training import memory as mem
+from mission_gym.training.presets import is_selector, load_preset
 
 PRESETS = Path(__file__).parent / "data" / "memory_presets"
 MISSION_OBS = spaces.Box(-np.inf, np.inf, (100,), np.float32)
@@ -153,7 +154,7 @@ def test_shape_from_config_reads_mappings_nested_sections_and_objects() -> None:
 
 def test_presets_estimates_are_ordered() -> None:
     shapes = mem.preset_shapes(mem.load_presets(PRESETS), device="cuda")
-    assert "auto" not in shapes and mem.is_selector("auto", PRESETS)
+    assert "auto" not in shapes and is_selector("auto", PRESETS)
     gpu = {name: mem.estimate_memory(s).gpu_bytes for name, s in shapes.items()}
     assert gpu["quick"] < gpu["fast"] < gpu["heavy"] < gpu["beast"]
 
@@ -193,12 +194,12 @@ def test_shipped_presets_load() -> None:
 def test_estimate_for_args(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mem, "detect_hardware", lambda: mem.Hardware(8.0, "fake", 16, 64.0))
     host, gpu = mem.estimate_for_args(["--preset", "fast", "--seed", "3"], presets_directory=PRESETS)
-    est = mem.estimate_memory(mem.shape_from_config(mem.load_preset_file("fast", PRESETS), device="cuda"))
+    est = mem.estimate_memory(mem.shape_from_config(load_preset("fast", PRESETS), device="cuda"))
     assert (host, gpu) == pytest.approx((est.host_bytes / mem.MB, est.gpu_bytes / mem.MB))
     host_cpu, gpu_cpu = mem.estimate_for_args(["--preset", "fast", "--device", "cpu", "--n-envs", "64"], PRESETS)
     assert gpu_cpu == 0.0 and host_cpu > 0
     _, gpu_auto = mem.estimate_for_args([], PRESETS)  # auto -> beast on this fake machine
-    beast = mem.estimate_memory(mem.shape_from_config(mem.load_preset_file("beast", PRESETS), device="cuda"))
+    beast = mem.estimate_memory(mem.shape_from_config(load_preset("beast", PRESETS), device="cuda"))
     assert gpu_auto == pytest.approx(beast.gpu_bytes / mem.MB)
 
 

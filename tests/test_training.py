@@ -19,7 +19,6 @@ from mission_gym.training.presets import (
     AutoPreset,
     TrainConfig,
     apply_overrides,
-    choose_auto_preset,
     load_preset,
     preset_names,
     presets_dir,
@@ -65,12 +64,14 @@ def test_gpu_presets_match_the_spec_table(name):
     assert choose_batch_size(c.rollout, c.target_batch) == c.target_batch
 
 
-def test_auto_picks_by_hardware():
+def test_auto_resolves_by_hardware(monkeypatch):
+    from mission_gym.training import memory
+
     rules = AutoPreset.model_validate(read_yaml(presets_dir() / "auto.yaml"))
-    assert choose_auto_preset(None, rules) == "cpu"
-    assert choose_auto_preset(8.0, rules) == "fast"
-    assert choose_auto_preset(12.0, rules) == "heavy"
-    assert choose_auto_preset(24.0, rules) == "beast"
+    monkeypatch.setattr(memory, "detect_hardware", lambda: memory.Hardware(None, None, 2, 16.0))
+    assert load_preset("auto").preset == rules.cpu
+    monkeypatch.setattr(memory, "detect_hardware", lambda: memory.Hardware(24.0, "fake", 16, 64.0))
+    assert load_preset("auto").preset in rules.gpu
 
 
 @pytest.mark.parametrize(

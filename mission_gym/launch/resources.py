@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import psutil
 
 from mission_gym.launch.jobs import Job
+from mission_gym.training.presets import load_preset
 
 MB = 1024 * 1024
 #: host memory kept free for the system and the launcher itself
@@ -118,22 +118,13 @@ def tree_rss_mb(pid: int) -> float:
     return total
 
 
-def _memory_module() -> Any | None:
-    try:
-        from mission_gym.training import memory
-    except ImportError:
-        return None
-    return memory
-
-
 def job_timesteps(job: Job) -> int | None:
     """The job's target timesteps: its ``--timesteps`` flag, else its preset's; None when unknown."""
     value = job.flag("timesteps")
-    memory = _memory_module()
-    if value is None and memory is not None:
+    if value is None:
         try:
-            value = memory.config_value(memory.load_preset_file(job.preset or "auto"), "timesteps")
-        except Exception:
+            value = load_preset(job.preset or "auto").timesteps
+        except ValueError:  # a bad preset: the job itself will report it
             return None
     try:
         return int(float(str(value).replace("_", "")))
@@ -146,11 +137,10 @@ def job_uses_gpu(job: Job, gpus: Sequence[GpuInfo]) -> bool:
     if not gpus:
         return False
     device = job.device
-    memory = _memory_module()
-    if device is None and memory is not None:
+    if device is None:
         try:
-            device = memory.config_value(memory.load_preset_file(job.preset or "auto"), "device")
-        except Exception:
+            device = load_preset(job.preset or "auto").device
+        except ValueError:  # a bad preset: the job itself will report it
             device = None
     return device is None or not str(device).startswith("cpu")
 
@@ -165,15 +155,14 @@ def estimate_job_memory(job: Job, gpus: Sequence[GpuInfo] | None = None) -> tupl
 
     :param gpus: the GPUs jobs may use (default: this machine's); without any, ``gpu_mb`` is 0
     """
+    from mission_gym.training.memory import estimate_for_args
+
     gpus = list_gpus() if gpus is None else gpus
-    memory = _memory_module()
-    if memory is not None:
-        try:
-            host_mb, gpu_mb = memory.estimate_for_args(list(job.args))
-            return float(host_mb), (float(gpu_mb) if gpus else 0.0)
-        except Exception:
-            pass
-    return FALLBACK_HOST_MB, (FALLBACK_GPU_MB if job_uses_gpu(job, gpus) else 0.0)
+    try:
+        host_mb, gpu_mb = estimate_for_args(list(job.args))
+        return float(host_mb), (float(gpu_mb) if gpus else 0.0)
+    except ValueError:  # a preset or flag the estimator cannot read: the job itself will report it
+        return FALLBACK_HOST_MB, (FALLBACK_GPU_MB if job_uses_gpu(job, gpus) else 0.0)
 
 
 class CoreAllocator:

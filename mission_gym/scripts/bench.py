@@ -127,8 +127,9 @@ def train_one(preset: str, n_envs: int, vec_env: str, rollouts: int, device: str
     The batch size follows the preset's rule for the new rollout size (``n_envs × n_steps``).
     """
     from mission_gym.training import memory as mem
+    from mission_gym.training.presets import load_preset
 
-    config = mem.load_preset_file(preset)
+    config = load_preset(preset)
     config = config.model_validate({**config.model_dump(), "n_envs": n_envs, "vec_env": vec_env, "batch_size": "auto"})
     shape = mem.shape_from_config(config, device=device)
     est = mem.estimate_memory(shape)
@@ -305,15 +306,16 @@ def build_parser() -> CliParser:
 
 def _train_mode(args: argparse.Namespace) -> int:
     from mission_gym.training import memory as mem
+    from mission_gym.training.presets import is_selector, preset_names
 
-    names = mem.preset_names()
+    names = preset_names()
     bad = [k for k in args.vec_env if k not in TRAIN_KINDS]
     if bad:
         return fail(f"--vec-env {bad[0]!r} is not valid for --mode train{suggest(bad[0], list(TRAIN_KINDS))}; "
                     f"valid: {', '.join(TRAIN_KINDS)}")  # fmt: skip
     for name in args.preset:
-        if name not in names or mem.is_selector(name):
-            runs = [n for n in names if not mem.is_selector(n)]
+        if name not in names or is_selector(name):
+            runs = [n for n in names if not is_selector(n)]
             return fail(f"--preset {name!r} is not a run preset{suggest(name, runs)}; valid: {', '.join(runs)}")
     if args.rollouts < 1:
         return fail(f"--rollouts must be >= 1, got {args.rollouts}")

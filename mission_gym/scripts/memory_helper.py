@@ -16,6 +16,7 @@ from typing import Any
 
 from mission_gym.scripts.cli import CliParser, fail
 from mission_gym.training import memory as mem
+from mission_gym.training.presets import is_selector, load_preset, preset_names, presets_dir
 
 MB = mem.MB
 GB = mem.GB
@@ -172,11 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.rollouts < 1:
         return fail(f"--rollouts must be >= 1, got {args.rollouts}")
     try:
-        names = mem.preset_names(args.presets_dir)
+        names = preset_names(args.presets_dir)
     except OSError as exc:
         return fail(f"cannot read presets: {exc}")
     if not names:
-        where = args.presets_dir or mem.presets_dir()
+        where = args.presets_dir or presets_dir()
         return fail(f"no presets (*.yaml) in {where}")
     ram_gb = args.ram or mem.detect_hardware().ram_gb
 
@@ -185,12 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     if preset_arg is not None:
         name = Path(preset_arg).stem
         try:
-            if mem.is_selector(preset_arg, args.presets_dir):
+            if is_selector(preset_arg, args.presets_dir):
                 hw = mem.detect_hardware()
                 name = mem.choose_auto_preset(hw.gpu_mem_gb, hw.cores, ram_gb, args.presets_dir)
                 print(f"{preset_arg} -> {name} (GPU: {hw.gpu_name or 'none'}, {hw.cores} cores, {ram_gb:.0f} GiB RAM)")
                 preset_arg = name
-            config = mem.load_preset_file(preset_arg, args.presets_dir)
+            config = load_preset(preset_arg, args.presets_dir)
             device = _resolve_device(args.device, config.device)
             if device is None:
                 return fail(f"--device {args.device!r} is not valid; use auto, cpu, cuda or cuda:N")

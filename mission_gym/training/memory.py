@@ -508,81 +508,17 @@ def estimate_for_config(config: Any, *, device: str | None = None, **spaces: Any
 ENVS_PER_CORE = 8
 
 
-def presets_dir() -> Path:
-    """Directory of the presets shipped with the package (the trainer's)."""
-    from mission_gym.training.presets import presets_dir as shipped
-
-    return shipped()
-
-
-def _preset_files(directory: str | Path | None) -> dict[str, Path]:
-    folder = Path(directory) if directory is not None else presets_dir()
-    return {path.stem: path for path in sorted(folder.glob("*.yaml"))}
-
-
-def _raw(path: Path) -> Mapping[str, Any]:
-    from mission_gym.config.yaml_io import ConfigError, read_yaml
-
-    data = read_yaml(path) or {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{path}: expected a mapping of preset keys, got {type(data).__name__}")
-    return data
-
-
-def preset_names(directory: str | Path | None = None) -> list[str]:
-    """Names of the presets in ``directory`` (default: the shipped ones), selectors such as ``auto`` included.
-
-    :param directory: a directory of ``*.yaml`` presets; None for the package's own
-    """
-    return list(_preset_files(directory))
-
-
-def is_selector(name: str, directory: str | Path | None = None) -> bool:
-    """Whether preset ``name`` picks another preset (``selector: true``, like ``auto``) instead of describing a run.
-
-    :param name: a preset name in ``directory``
-    :param directory: a directory of ``*.yaml`` presets; None for the package's own
-    """
-    path = _preset_files(directory).get(name)
-    return path is not None and _raw(path).get("selector") is True
-
-
-def load_preset_file(name_or_path: str | Path, directory: str | Path | None = None) -> Any:
-    """One run preset, validated by the trainer's ``TrainConfig``.
-
-    :param name_or_path: a preset name in ``directory`` or a path to a YAML file
-    :param directory: where named presets live; None for the package's own
-    :raises ConfigError: for an unknown name, a missing file, a selector preset or an invalid value
-    """
-    from mission_gym.config.loader import suggest
-    from mission_gym.config.yaml_io import ConfigError, validate
-    from mission_gym.training.presets import TrainConfig
-
-    files = _preset_files(directory)
-    text = str(name_or_path)
-    if text in files:
-        path, name = files[text], text
-    elif text.endswith((".yaml", ".yml")):
-        path, name = Path(text), text
-        if not path.is_file():
-            raise ConfigError(f"preset file {text!r} does not exist")
-    else:
-        raise ConfigError(f"unknown preset {text!r}{suggest(text, list(files))}; valid: {', '.join(files)} or a YAML file")
-    data = _raw(path)
-    if data.get("selector") is True:
-        raise ConfigError(f"preset {text!r} picks another preset; resolve it with choose_auto_preset first")
-    return validate(TrainConfig, {"preset": Path(name).stem, **data}, str(path))
-
-
 def load_presets(directory: str | Path | None = None) -> dict[str, Any]:
     """Every run preset by name (selectors such as ``auto`` left out), from ``directory`` or the shipped presets.
 
     :param directory: a directory of ``*.yaml`` presets; None for the package's own
     """
+    from mission_gym.training.presets import is_selector, load_preset, preset_names, presets_dir
+
     names = [n for n in preset_names(directory) if not is_selector(n, directory)]
     if not names:
         raise FileNotFoundError(f"no presets (*.yaml) in {Path(directory) if directory is not None else presets_dir()}")
-    return {name: load_preset_file(name, directory) for name in names}
+    return {name: load_preset(name, directory) for name in names}
 
 
 def preset_shapes(presets: Mapping[str, Any], device: str | None = None) -> dict[str, RunShape]:
@@ -594,33 +530,33 @@ def preset_shapes(presets: Mapping[str, Any], device: str | None = None) -> dict
     return {name: shape_from_config(cfg, device=device) for name, cfg in presets.items()}
 
 
-def choose_auto_preset(gpu_mem_gb: float | None, cores: int, ram_gb: float, directory: str | Path | None = None) -> str:
+def choose_auto_preset(
+    gpu_mem_gb: float | None, cores: int, ram_gb: float, directory: str | Path | None = None, rules: Any = None
+) -> str:
     """The preset ``--preset auto`` runs, chosen with the estimator.
 
     The candidates are the GPU presets ``auto.yaml`` lists and its CPU preset. With a GPU: the candidate with the
     largest estimated GPU memory that fits the card and the host RAM (keeping ``1 - FIT_FRACTION`` of each free)
     and has at least ``n_envs / ENVS_PER_CORE`` cores. Without one, or when no GPU candidate fits: the CPU preset.
-    ``auto.yaml``'s ``min_gpu_gb`` thresholds are not used: the estimate replaces them.
 
     :param gpu_mem_gb: total memory of the GPU in GiB, None without a CUDA GPU
     :param cores: CPU cores available to the run
     :param ram_gb: host RAM in GiB available to the run
     :param directory: a directory of presets with an ``auto.yaml``; None for the package's own
+    :param rules: the parsed selector (``AutoPreset``); None reads ``directory``'s ``auto.yaml``
     """
-    from mission_gym.config.yaml_io import validate
-    from mission_gym.training.presets import AutoPreset
+    from mission_gym.config.yaml_io import read_yaml, validate
+    from mission_gym.training.presets import AUTO_PRESET, AutoPreset, load_preset, presets_dir
 
-    files = _preset_files(directory)
-    selector = next((n for n in files if is_selector(n, directory)), None)
-    if selector is None:
-        raise FileNotFoundError(f"no selector preset (selector: true) in {directory or presets_dir()}")
-    rules = validate(AutoPreset, _raw(files[selector]), str(files[selector]))
+    if rules is None:
+        path = Path(directory if directory is not None else presets_dir()) / f"{AUTO_PRESET}.yaml"
+        rules = validate(AutoPreset, read_yaml(path), str(path))
     if gpu_mem_gb:
-        estimates = [estimate_memory(shape_from_config(load_preset_file(r.preset, directory), device="cuda", cores=cores))
-                     for r in rules.gpu]  # fmt: skip
+        estimates = [estimate_memory(shape_from_config(load_preset(name, directory), device="cuda", cores=cores))
+                     for name in rules.gpu]  # fmt: skip
         for est in sorted(estimates, key=lambda e: e.gpu_bytes, reverse=True):
             if fits(est, gpu_mem_gb, ram_gb) and cores * ENVS_PER_CORE >= est.shape.n_envs:
-                return next(r.preset for r, e in zip(rules.gpu, estimates) if e is est)
+                return next(name for name, e in zip(rules.gpu, estimates) if e is est)
     return rules.cpu
 
 
@@ -690,11 +626,10 @@ def estimate_for_args(argv: Sequence[str], presets_directory: str | Path | None 
     for flag in ("--batch-size", "--network-arch", "--vec-env", "--device"):
         p.add_argument(flag)
     args, _ = p.parse_known_args(list(argv))
+    from mission_gym.training.presets import load_preset
+
     hw = detect_hardware()
-    preset = args.preset
-    if is_selector(preset, presets_directory):
-        preset = choose_auto_preset(hw.gpu_mem_gb, hw.cores, hw.ram_gb, presets_directory)
-    config = load_preset_file(preset, presets_directory)
+    config = load_preset(args.preset, presets_directory)
     overrides = {
         "n_envs": args.n_envs,
         "n_steps": args.n_steps,

@@ -28,9 +28,10 @@ def presets_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "presets"
 
 
-def preset_names() -> list[str]:
-    """Names of the shipped presets (``auto`` included)."""
-    return sorted(p.stem for p in presets_dir().glob("*.yaml"))
+def preset_names(directory: str | Path | None = None) -> list[str]:
+    """Names of the presets in ``directory`` (default: the shipped ones), selectors such as ``auto`` included."""
+    folder = Path(directory) if directory is not None else presets_dir()
+    return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
 class TrainConfig(BaseModel):
@@ -118,23 +119,21 @@ class TrainConfig(BaseModel):
 
 
 class AutoPreset(BaseModel):
-    """``auto.yaml``: which preset ``--preset auto`` runs on which hardware."""
-
-    class GpuRule(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        min_gpu_gb: float = Field(ge=0)
-        preset: str
+    """``auto.yaml``: the preset ``--preset auto`` runs without CUDA, and the candidates it weighs with the
+    memory estimator when there is a GPU (see :func:`mission_gym.training.memory.choose_auto_preset`)."""
 
     model_config = ConfigDict(extra="forbid")
     selector: Literal[True] = True
     cpu: str = "cpu"
-    gpu: list[GpuRule] = Field(min_length=1)
+    gpu: list[str] = Field(min_length=1)
 
 
-def _preset_path(name_or_path: str | Path) -> Path:
-    """The file of a shipped preset name or a user path; unknown names suggest the closest one."""
+def _preset_path(name_or_path: str | Path, directory: str | Path | None = None) -> Path:
+    """The file of a preset name (in ``directory``, default the shipped ones) or a user path; unknown names
+    suggest the closest one."""
     text = str(name_or_path)
-    names = preset_names()
+    folder = Path(directory) if directory is not None else presets_dir()
+    names = preset_names(folder)
     if text not in names and (text.endswith((".yaml", ".yml")) or "/" in text or Path(text).is_file()):
         path = Path(text)
         if not path.is_file():
@@ -142,59 +141,54 @@ def _preset_path(name_or_path: str | Path) -> Path:
         return path
     if text not in names:
         raise ConfigError(f"unknown preset {text!r}{suggest(text, names)}; valid: {', '.join(names)} or a YAML file path")
-    return presets_dir() / f"{text}.yaml"
+    return folder / f"{text}.yaml"
 
 
-def choose_auto_preset(gpu_mem_gb: float | None, rules: AutoPreset | None = None) -> str:
-    """The preset ``--preset auto`` picks: ``rules.cpu`` without CUDA, else the first GPU rule the card meets.
-
-    The one place this choice is made (a memory estimator may refine it).
-
-    :param gpu_mem_gb: total memory of the CUDA device in GiB; None when there is no CUDA device
-    :param rules: the parsed ``auto.yaml`` (read from the package when None)
-    """
-    if rules is None:
-        rules = validate(AutoPreset, read_yaml(presets_dir() / "auto.yaml"), str(presets_dir() / "auto.yaml"))
-    if gpu_mem_gb is None:
-        return rules.cpu
-    for rule in sorted(rules.gpu, key=lambda r: r.min_gpu_gb, reverse=True):
-        if gpu_mem_gb >= rule.min_gpu_gb:
-            return rule.preset
-    return rules.cpu
-
-
-def read_preset_data(name_or_path: str | Path) -> tuple[dict[str, Any], str]:
-    """The raw mapping of a preset and the file it came from (``auto`` is resolved to the preset it picks).
-
-    :param name_or_path: a shipped preset name or a YAML file path
-    """
-    path = _preset_path(name_or_path)
+def _read_mapping(path: Path) -> dict[str, Any]:
     data = read_yaml(path)
     if data is None:
-        data = {}
+        return {}
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: expected a mapping of preset keys, got {type(data).__name__}")
+    return dict(data)
+
+
+def is_selector(name_or_path: str | Path, directory: str | Path | None = None) -> bool:
+    """Whether a preset picks another preset by hardware (``selector: true``, like ``auto``) instead of describing a run."""
+    return _read_mapping(_preset_path(name_or_path, directory)).get("selector") is True
+
+
+def read_preset_data(name_or_path: str | Path, directory: str | Path | None = None) -> tuple[dict[str, Any], str]:
+    """The raw mapping of a preset and the file it came from (``auto`` is resolved to the preset it picks).
+
+    :param name_or_path: a preset name or a YAML file path
+    :param directory: where named presets live; None for the shipped ones
+    """
+    path = _preset_path(name_or_path, directory)
+    data = _read_mapping(path)
     if data.get("selector") is True:
-        from mission_gym.training.hardware import gpu_memory_gb
+        from mission_gym.training import memory
 
         rules = validate(AutoPreset, data, str(path))
-        chosen = choose_auto_preset(gpu_memory_gb(), rules)
-        if chosen == Path(path).stem:
+        hw = memory.detect_hardware()
+        chosen = memory.choose_auto_preset(hw.gpu_mem_gb, hw.cores, hw.ram_gb, directory=path.parent, rules=rules)
+        if chosen == path.stem:
             raise ConfigError(f"{path}: an auto preset cannot choose itself")
-        data, path_str = read_preset_data(chosen)
+        data, path_str = read_preset_data(chosen, path.parent)
         return {**data, "preset": data.get("preset", chosen)}, path_str
-    name = Path(path).stem if Path(path).parent == presets_dir() else str(path)
-    return {"preset": name, **dict(data)}, str(path)
+    name = path.stem if path.parent == (Path(directory) if directory is not None else presets_dir()) else str(path)
+    return {"preset": name, **data}, str(path)
 
 
-def load_preset(name_or_path: str | Path) -> TrainConfig:
-    """Read and validate a preset.
+def load_preset(name_or_path: str | Path, directory: str | Path | None = None) -> TrainConfig:
+    """Read and validate a preset (a selector such as ``auto`` gives the preset it picks on this machine).
 
     :param name_or_path: a shipped preset name (``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, ``auto``) or a
         YAML file path
+    :param directory: where named presets live; None for the shipped ones
     :raises ConfigError: naming the file and the key at fault
     """
-    data, source = read_preset_data(name_or_path)
+    data, source = read_preset_data(name_or_path, directory)
     return validate(TrainConfig, data, source)
 
 
