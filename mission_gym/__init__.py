@@ -1,2 +1,3 @@
 """Mission Gym: fast PPO training on a batched capture-the-zone game and any Gymnasium task."""
+
 __version__ = "0.1.0"
