@@ -251,10 +251,15 @@ class EvalRecord:
         return (self.win_rate if self.win_rate is not None else -math.inf, self.mean_return)
 
 
-def make_evaluator(env_id: str, env_kwargs: dict[str, Any], n_episodes: int) -> Callable[[Any], EvalRecord]:
+def make_evaluator(
+    env_id: str, env_kwargs: dict[str, Any], n_episodes: int, frames_dir: Path | None = None
+) -> Callable[[Any], EvalRecord]:
     """A function that evaluates a model (deterministic actions) on the same fixed seeds every time.
 
     Observations are normalised with the training env's current VecNormalize statistics.
+
+    :param frames_dir: for Mission Gym, a run directory whose dashboard gets a filmstrip of the first evaluation
+        episode each time (``frames/``)
     """
     from mission_gym.evaluation import EVAL_SEED_BASE, evaluate_gym, evaluate_mission, held_out_seeds
 
@@ -271,6 +276,12 @@ def make_evaluator(env_id: str, env_kwargs: dict[str, Any], n_episodes: int) -> 
         t0 = time.perf_counter()
         if env_id == MISSION_ENV_ID:
             res = evaluate_mission(predict, n_episodes, seeds, env_kwargs=env_kwargs)
+            if frames_dir is not None:
+                from mission_gym.dashboard.video import record_eval_frames
+
+                record_eval_frames(
+                    frames_dir, lambda o: predict(o[None])[0], int(model.num_timesteps), env_kwargs=env_kwargs, seed=seeds[0]
+                )
         else:
             res = evaluate_gym(predict, env_id, n_episodes, seeds, env_kwargs=env_kwargs)
         ci = res.win_ci95 or (None, None)

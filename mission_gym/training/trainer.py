@@ -487,7 +487,7 @@ class Trainer:
         config, model, run = self.config, self.model, self.run
         model.set_logger(make_logger(run.path, config.tensorboard, self.resume_step))
         timings = Timings()
-        evaluator = make_evaluator(config.env, config.env_kwargs, config.eval_episodes)
+        evaluator = make_evaluator(config.env, config.env_kwargs, config.eval_episodes, frames_dir=run.path)
         eval_cb = StepEvalCallback(run, evaluator, config.eval_freq, timings)
         monitor = ResourceMonitorCallback(device=self.device)
         received: list[int] = []
