@@ -12,17 +12,11 @@ Explicit flags override the preset; the resolved configuration is printed and sa
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from typing import Any
 
 from mission_gym.scripts.cli import CliParser, fail
-
-# Before torch loads: OpenMP threads that sleep rather than spin while waiting. On cores shared with other work,
-# spinning threads stall each other; a PPO update of the fast preset took 5-15 s instead of 2.7-3.2 s on the
-# 2-core project machine with another process busy. Set the variable yourself to choose otherwise.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # flag dest -> configuration field (when the flag is given)
 FLAG_FIELDS = (
