@@ -28,7 +28,7 @@ from mission_gym.training.rundir import RunDir, vecnormalize_path
 from mission_gym.training.trainer import Trainer
 from mission_gym.training.vec_env import make_vec_env
 
-SHIPPED = ["auto", "beast", "cpu", "fast", "heavy", "quick"]
+SHIPPED = ["auto", "beast", "cpu", "fast", "heavy", "mujoco", "quick"]
 TABLE = {  # trainer.md's preset table: n_envs, n_steps, target batch, epochs, network
     "fast": (16, 256, 2048, 15, [512, 512]),
     "heavy": (32, 256, 4096, 20, [1024, 512, 256]),
