@@ -203,6 +203,20 @@ def test_estimate_for_args(monkeypatch: pytest.MonkeyPatch) -> None:
     assert gpu_auto == pytest.approx(beast.gpu_bytes / mem.MB)
 
 
+def test_other_envs_are_sized_by_their_own_spaces() -> None:
+    """A MuJoCo preset or --env is estimated with Hopper's 11 observations and 3 actions, not Mission Gym's."""
+    assert mem.env_spaces("MissionGym-v0") == {}
+    hopper = mem.env_spaces("Hopper-v5")
+    assert hopper == {"obs_dim": 11, "obs_itemsize": 8, "action_kind": "box", "action_sizes": (3,)}
+    shapes = mem.preset_shapes({"mujoco": load_preset("mujoco")})
+    assert (shapes["mujoco"].obs_dim, shapes["mujoco"].action_sizes) == (11, (3,))
+    mission, _ = mem.estimate_for_args(["--preset", "cpu", "--device", "cpu"])
+    cheetah, _ = mem.estimate_for_args(["--preset", "cpu", "--device", "cpu", "--env", "HalfCheetah-v5"])
+    config = load_preset("cpu").model_copy(update={"env": "HalfCheetah-v5"})
+    shape = mem.shape_from_config(config, device="cpu", **mem.env_spaces("HalfCheetah-v5"))
+    assert cheetah == pytest.approx(mem.estimate_memory(shape).host_bytes / mem.MB) and cheetah != mission
+
+
 # --- CLI --------------------------------------------------------------------------------------------------------
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "mission_gym.scripts.memory_helper", "--presets-dir", str(PRESETS), *args]

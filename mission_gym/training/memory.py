@@ -28,6 +28,7 @@ GPU memory (device ``cuda``):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -436,6 +437,38 @@ def spaces_fields(observation_space: Any, action_space: Any) -> dict[str, Any]:
     return {"obs_dim": obs_dim, "obs_itemsize": obs_itemsize, "action_kind": kind, "action_sizes": sizes}
 
 
+@functools.lru_cache(maxsize=32)
+def _env_spaces(env_id: str, kwargs_items: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+    import gymnasium as gym
+
+    from mission_gym.training.vec_env import check_env_id
+
+    check_env_id(env_id)
+    env = gym.make(env_id, **dict(kwargs_items))
+    try:
+        return tuple(spaces_fields(env.observation_space, env.action_space).items())
+    finally:
+        env.close()
+
+
+def env_spaces(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``RunShape`` space fields of a Gymnasium id (made once, then cached); ``{}`` for Mission Gym, whose default
+    scenario the ``RunShape`` defaults describe.
+
+    :param env_id: a registered id (``module:Id`` imports the module first)
+    :param env_kwargs: arguments for ``gym.make``
+    """
+    from mission_gym.training.vec_env import MISSION_ENV_ID
+
+    if env_id == MISSION_ENV_ID and not env_kwargs:
+        return {}
+    items = tuple(sorted((k, v) for k, v in (env_kwargs or {}).items()))
+    try:
+        return dict(_env_spaces(env_id, items))
+    except TypeError:  # unhashable kwargs: make it uncached
+        return dict(_env_spaces.__wrapped__(env_id, items))
+
+
 def shape_from_config(config: Any, *, device: str | None = None, cores: int | None = None, **spaces: Any) -> RunShape:
     """Build a :class:`RunShape` from a training configuration: the trainer's ``TrainConfig`` or a mapping/object
     with the same field names (looked up one section deep, so ``ppo:``-style blocks work too).
@@ -527,7 +560,16 @@ def preset_shapes(presets: Mapping[str, Any], device: str | None = None) -> dict
     :param presets: name → preset (``TrainConfig`` or mapping)
     :param device: ``cpu`` or ``cuda`` for every preset; None keeps each preset's own (``auto`` → cpu)
     """
-    return {name: shape_from_config(cfg, device=device) for name, cfg in presets.items()}
+    return {
+        name: shape_from_config(
+            cfg,
+            device=device,
+            **env_spaces(
+                str(config_value(cfg, "env", default="MissionGym-v0")), config_value(cfg, "env_kwargs", default=None)
+            ),
+        )
+        for name, cfg in presets.items()
+    }
 
 
 def choose_auto_preset(
@@ -612,7 +654,8 @@ def estimate_for_args(argv: Sequence[str], presets_directory: str | Path | None 
 
     Reads ``--preset`` (default ``auto``, resolved with :func:`choose_auto_preset` for this machine) and the flags
     that change memory: ``--n-envs``, ``--n-steps``, ``--batch-size``, ``--n-epochs``, ``--network-arch``,
-    ``--vec-env``, ``--device``. Other flags are ignored. ``gpu_mb`` is 0 when the run would use the CPU.
+    ``--vec-env``, ``--device``, ``--env`` (its spaces). Other flags are ignored. ``gpu_mb`` is 0 when the run
+    would use the CPU.
 
     :param argv: the ``train_ppo`` arguments
     :param presets_directory: where named presets live; None for the package's own
@@ -623,7 +666,7 @@ def estimate_for_args(argv: Sequence[str], presets_directory: str | Path | None 
     p.add_argument("--preset", default="auto")
     for flag in ("--n-envs", "--n-steps", "--n-epochs"):
         p.add_argument(flag, type=int)
-    for flag in ("--batch-size", "--network-arch", "--vec-env", "--device"):
+    for flag in ("--batch-size", "--network-arch", "--vec-env", "--device", "--env"):
         p.add_argument(flag)
     args, _ = p.parse_known_args(list(argv))
     from mission_gym.training.presets import load_preset
@@ -638,12 +681,14 @@ def estimate_for_args(argv: Sequence[str], presets_directory: str | Path | None 
         "network_arch": args.network_arch,
         "vec_env": args.vec_env,
         "device": args.device,
+        "env": args.env,
     }
     config = config.model_validate({**config.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
     device = config.device
     if device == "auto":
         device = "cuda" if hw.gpu_mem_gb else "cpu"
-    est = estimate_memory(shape_from_config(config, device=device, cores=hw.cores))
+    spaces = env_spaces(config.env, config.env_kwargs)
+    est = estimate_memory(shape_from_config(config, device=device, cores=hw.cores, **spaces))
     return est.host_bytes / MB, est.gpu_bytes / MB
 
 
