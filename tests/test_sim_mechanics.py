@@ -23,6 +23,7 @@ from mission_gym.sim import MissionCore
 from mission_gym.sim import layout as L
 from mission_gym.sim.engagement import find_tag_target, tag_damage
 from mission_gym.sim.geometry import overlaps_obstacle, pack_rects, segment_blocked
+from mission_gym.sim.observation import write_observation
 from mission_gym.sim.sensing import NOT_SEEN, SEEN_EXACT, SEEN_RADAR, team_detects, unit_sees
 
 STOP, N, NE, E, SE, S, SW, W, NW, TAG, SCAN = range(11)
@@ -748,6 +749,32 @@ def test_fog_of_war_hides_never_seen_defenders():
     assert aged[6] == pytest.approx(2 * STEP_S / 30.0)
     assert core.kd[0, 0, L.K_X] == pytest.approx(seen_at[0]) and core.kd[0, 0, L.K_Y] == pytest.approx(seen_at[1])
     assert aged[0] == pytest.approx(slot[0], abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "heading,fwd,left,in_beam",
+    [(0.0, 12.0, 0.0, 1.0), (25.0, 12 * math.cos(math.radians(25)), -12 * math.sin(math.radians(25)), 1.0),
+     (40.0, 12 * math.cos(math.radians(40)), -12 * math.sin(math.radians(40)), 0.0), (180.0, -12.0, 0.0, 0.0)],
+)  # fmt: skip
+def test_defender_bearings_in_the_attackers_frame(heading, fwd, left, in_beam):
+    """observation.defender_bearings adds (forward, left) / 40 m, distance / diagonal and an in-beam flag."""
+    attackers = [unit("UGV_A", 50.0, 50.0, heading), unit("UGV_B", 20.0, 180.0, 0.0)]
+    defenders = [unit("DEF_UGV", 62.0, 50.0, 180.0), unit("DEF_UGV", 190.0, 10.0, 90.0)]
+    core = make_core(attackers, defenders, world={"observation": {"defender_bearings": True}}, engagement=NO_TAG)
+    plain = make_core(attackers, defenders, engagement=NO_TAG)
+    n_a, n_d = 2, 2
+    assert core.obs.shape[1] == L.obs_size(n_a, n_d, 8, True) == plain.obs.shape[1] + n_a * n_d * L.PER_BEARING
+    core.kd[0, 0, L.K_EVER], core.kd[0, 0, L.K_X], core.kd[0, 0, L.K_Y], core.kd[0, 0, L.K_INTEG] = 1.0, 62.0, 50.0, 1.0
+    core.kd[0, 1, L.K_EVER] = 0.0
+    st = core.static
+    scratch = np.empty(st.circles.shape[0], dtype=np.int64), np.empty(st.rects.shape[0], dtype=np.int64)
+    write_observation(core.obs, core.u, st.up, core.ev, core.kd, 0, n_a, st.circles, st.rects, st.cfg, *scratch)
+    start = n_a * (L.PER_ATTACKER_BASE + 8) + n_d * L.PER_DEFENDER
+    block = core.obs[0, start : start + n_a * n_d * L.PER_BEARING].reshape(n_a, n_d, L.PER_BEARING)
+    assert block[0, 0] == pytest.approx([fwd / 40.0, left / 40.0, 12.0 / math.hypot(200, 200), in_beam], abs=1e-5)
+    assert np.all(block[0, 1] == 0.0)  # never seen: zeros
+    assert block[1, 0, 3] == 0.0 and block[1, 0, 0] == pytest.approx(1.0)  # 42 m ahead is clipped at 1
+    assert np.array_equal(core.obs[0, :start], plain.obs[0, :start]) and np.array_equal(core.obs[0, -2:], plain.obs[0, -2:])
 
 
 def test_observation_layout_of_an_attacker():

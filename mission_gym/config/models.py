@@ -54,6 +54,7 @@ class ObservationConfig(_Model):
     lidar_rays: Annotated[int, Field(ge=0, le=64)] = 8
     lidar_range: PosFloat = 30.0
     last_seen_horizon: PosFloat = 30.0
+    defender_bearings: bool = False  # per attacker x defender slot: where the defender is in the attacker's own frame
 
 
 class World(_Model):

@@ -68,9 +68,9 @@ KIND_RADAR = 1
     C_GUARD_R, C_V_PATROL, C_V_CHASE, C_V_INTERCEPT, C_WP_TOL,
     C_OBJ_JIT, C_ATT_JIT, C_DEF_JIT, C_WP_JIT, C_MODES_ON, C_DELAY_ON,
     C_STALL_S, C_STALL_CAP, C_STALL_DIST,
-    C_LIDAR_RAYS, C_LIDAR_RANGE, C_LAST_SEEN_H, C_SPREAD_DIST,
-) = range(50)  # fmt: skip
-N_C = 50
+    C_LIDAR_RAYS, C_LIDAR_RANGE, C_LAST_SEEN_H, C_SPREAD_DIST, C_DEF_BEARINGS,
+) = range(51)  # fmt: skip
+N_C = 51
 
 # reward term indices, in REWARD_TERMS order
 (
@@ -85,12 +85,14 @@ A_STOP, A_TAG, A_SCAN = 0, 9, 10
 
 PER_ATTACKER_BASE = 13  # observation features per attacker before its lidar rays
 PER_DEFENDER = 7
+PER_BEARING = 4  # per attacker x defender slot with observation.defender_bearings
 GLOBAL_FEATURES = 2
 
 
-def obs_size(n_attackers: int, n_defenders: int, lidar_rays: int) -> int:
+def obs_size(n_attackers: int, n_defenders: int, lidar_rays: int, defender_bearings: bool = False) -> int:
     """Length of the flat observation vector."""
-    return n_attackers * (PER_ATTACKER_BASE + lidar_rays) + n_defenders * PER_DEFENDER + GLOBAL_FEATURES
+    bearings = n_attackers * n_defenders * PER_BEARING if defender_bearings else 0
+    return n_attackers * (PER_ATTACKER_BASE + lidar_rays) + n_defenders * PER_DEFENDER + bearings + GLOBAL_FEATURES
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,7 @@ def build_static(config: MissionConfig) -> Static:
         obs_cfg.last_seen_horizon,
     )
     cfg[C_SPREAD_DIST] = rew.spread_distance
+    cfg[C_DEF_BEARINGS] = float(obs_cfg.defender_bearings)
 
     weights = np.array([getattr(rew, term) if term != "outcome_penalty" else 1.0 for term in REWARD_TERMS], dtype=np.float64)
     penalties = np.array(
@@ -228,5 +231,5 @@ def build_static(config: MissionConfig) -> Static:
         weights=weights,
         penalties=penalties,
         rings=rings,
-        obs_dim=obs_size(n_a, n_d, obs_cfg.lidar_rays),
+        obs_dim=obs_size(n_a, n_d, obs_cfg.lidar_rays, obs_cfg.defender_bearings),
     )

@@ -11,6 +11,7 @@ from numba import njit
 from mission_gym.sim.geometry import ray_fan
 from mission_gym.sim.layout import (
     C_CAPTURE_TIME,
+    C_DEF_BEARINGS,
     C_H,
     C_LAST_SEEN_H,
     C_LIDAR_RANGE,
@@ -18,6 +19,8 @@ from mission_gym.sim.layout import (
     C_MAX_STEPS,
     C_SCAN_CD,
     C_TAG_CD,
+    C_TAG_HALF,
+    C_TAG_RANGE,
     C_W,
     E_CAPTURE,
     E_OBJ_X,
@@ -124,6 +127,33 @@ def write_observation(
             for f in range(7):
                 obs[e, k + f] = 0.0
         k += 7
+
+    if cfg[C_DEF_BEARINGS] > 0.0:
+        # per attacker x defender slot, the defender's last known position in the attacker's own frame
+        # (forward, left) / (2 x tag range) clipped to [-1, 1], distance / diagonal, and an in-beam flag (inside
+        # the tag range and cone); zeros for a disabled attacker or a defender never seen
+        reach = 2.0 * cfg[C_TAG_RANGE]
+        for a in range(n_a):
+            x = u[e, a, U_X]
+            y = u[e, a, U_Y]
+            ch = math.cos(u[e, a, U_HEAD])
+            sh = math.sin(u[e, a, U_HEAD])
+            for d in range(kd.shape[1]):
+                if kd[e, d, K_EVER] > 0.0 and u[e, a, U_ALIVE] > 0.0 and kd[e, d, K_INTEG] > 0.0:
+                    dx = kd[e, d, K_X] - x
+                    dy = kd[e, d, K_Y] - y
+                    fwd = ch * dx + sh * dy
+                    left = -sh * dx + ch * dy
+                    dist = math.hypot(dx, dy)
+                    obs[e, k + 0] = min(max(fwd / reach, -1.0), 1.0)
+                    obs[e, k + 1] = min(max(left / reach, -1.0), 1.0)
+                    obs[e, k + 2] = dist / diag
+                    in_beam = dist <= cfg[C_TAG_RANGE] and abs(math.atan2(left, fwd)) <= cfg[C_TAG_HALF]
+                    obs[e, k + 3] = 1.0 if in_beam else 0.0
+                else:
+                    for f in range(4):
+                        obs[e, k + f] = 0.0
+                k += 4
 
     obs[e, k] = 1.0 - ev[e, E_STEP] / cfg[C_MAX_STEPS]
     obs[e, k + 1] = min(ev[e, E_CAPTURE] / cfg[C_CAPTURE_TIME], 1.0)
