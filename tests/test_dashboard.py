@@ -129,6 +129,10 @@ def test_cli(runs: Path) -> None:
     assert "dashboard.html" in ok.stdout and "index.html" in ok.stdout
     bad = subprocess.run([*cmd, "bsae", "--runs-dir", str(runs)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "did you mean base" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    # a run directory by absolute path, from anywhere and whatever --runs-dir defaults to
+    by_path = subprocess.run([*cmd, str((runs / "base").resolve())], capture_output=True, text=True, timeout=120, cwd="/")
+    assert by_path.returncode == 0, by_path.stderr
+    assert str((runs / "base").resolve() / "dashboard.html") in by_path.stdout
     none = subprocess.run([*cmd, "--runs-dir", str(runs / "nope")], capture_output=True, text=True, timeout=120)
     assert none.returncode == 2 and "does not exist" in none.stderr
 

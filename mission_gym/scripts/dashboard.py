@@ -42,7 +42,8 @@ def resolve(run: str | None, runs_dir: str) -> tuple[Path, Path | None]:
     :raises UsageError: when either does not exist (with the closest run names)
     """
     root = Path(runs_dir)
-    if run is not None and is_run_dir(run) and not (root / run).is_dir():
+    # a run directory given by path (absolute, or relative and not a run name under --runs-dir)
+    if run is not None and is_run_dir(run) and (Path(run).is_absolute() or not is_run_dir(root / run)):
         path = Path(run)
         return path.parent, path
     if not root.is_dir():
