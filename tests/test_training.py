@@ -17,6 +17,7 @@ from mission_gym.training.agent import load_agent
 from mission_gym.training.batch import check_batch_size, choose_batch_size, divisors
 from mission_gym.training.presets import (
     AutoPreset,
+    Phase,
     TrainConfig,
     apply_overrides,
     load_preset,
@@ -292,3 +293,49 @@ def test_mujoco_hopper_trains(tmp_path):
     assert result.status == "finished" and result.timesteps == 128
     agent = load_agent(tmp_path / "hop")
     assert agent.env_id == "Hopper-v5" and agent.predict(np.zeros(11)).shape == (3,)
+
+
+# --- phases -----------------------------------------------------------------------------------------------------
+def test_phased_schedule_restarts_and_decays():
+    from mission_gym.training.schedules import PhasedSchedule, entropy_schedule, learning_rate_schedule
+
+    lr = PhasedSchedule((0.0, 0.6), (1e-3, 3e-4), "linear")
+    assert lr(1.0) == pytest.approx(1e-3) and lr(1 - 0.3) == pytest.approx(5e-4)  # halfway through phase 0
+    assert lr(1 - 0.6) == pytest.approx(3e-4) and lr(1 - 0.8) == pytest.approx(1.5e-4) and lr(0.0) == pytest.approx(0.0)
+    assert PhasedSchedule((0.0, 0.5), (2.0, 1.0), "constant")(0.49) == 1.0
+    # without phases: SB3's own linear schedule and constants, as before
+    plain = learning_rate_schedule(1e-3, "linear")
+    assert not isinstance(plain, PhasedSchedule) and plain(0.25) == pytest.approx(2.5e-4)
+    assert learning_rate_schedule(1e-3, "constant") == 1e-3
+    phases = [Phase(start=0.5, ent_coef=0.01), Phase(start=0.75, learning_rate=1e-4)]
+    assert entropy_schedule(0.0, phases)(0.3) == 0.01  # the later phase keeps the earlier entropy
+    assert learning_rate_schedule(1e-3, "linear", phases)(0.4) == pytest.approx(1e-3 * (1 - 0.1 / 0.25))
+    assert entropy_schedule(0.01, [Phase(start=0.5, learning_rate=1e-4)]) is None
+    with pytest.raises(ValueError, match="increase"):
+        PhasedSchedule((0.0, 0.5, 0.5), (1.0, 1.0, 1.0))
+
+
+def test_phases_validate():
+    with pytest.raises(ValueError, match="start"):
+        Phase(start=1.0)
+    with pytest.raises(ValueError, match="must increase"):
+        tiny(phases=[{"start": 0.6}, {"start": 0.3}])
+    with pytest.raises(ValueError, match="extra|not permitted"):
+        Phase(start=0.5, gamma=0.9)
+
+
+def test_phases_change_learning_rate_and_entropy_during_a_run(tmp_path):
+    import csv
+
+    phases = [{"start": 0.5, "learning_rate": 5e-4, "ent_coef": 0.02}]
+    config = tiny(timesteps=512, eval_freq=0, save_freq=0, learning_rate=1e-3, lr_schedule="linear", ent_coef=0.0)
+    config = apply_overrides(config, {"phases": phases})
+    result = Trainer.create(config, runs_dir=tmp_path, run_name="ph", progress=False).train()
+    assert result.status == "finished"
+    rows = [r for r in csv.DictReader(open(tmp_path / "ph" / "progress.csv")) if r.get("train/learning_rate")]
+    lrs = [float(r["train/learning_rate"]) for r in rows]
+    ents = [float(r["train/ent_coef"]) for r in rows]
+    # 4 updates of 128 steps: progress 0.25, 0.5 (phase 2 starts), 0.75, 1.0
+    assert lrs == pytest.approx([1e-3 * 0.5, 5e-4, 2.5e-4, 0.0]) and ents == [0.0, 0.02, 0.02, 0.02]
+    agent = load_agent(tmp_path / "ph", device="cpu")
+    assert agent.model.ent_coef == 0.02

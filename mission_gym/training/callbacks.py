@@ -408,3 +408,41 @@ class StopFlagCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         return not self.flag()
+
+
+class EntropyPhaseCallback(BaseCallback):
+    """Set PPO's entropy coefficient for the phase the run is in (``phases:`` of the config) before each update,
+    and log the value each update used as ``train/ent_coef`` (in the row of its ``train/learning_rate``).
+
+    :param schedule: ``ent_coef(progress_remaining)``, e.g. from :func:`~mission_gym.training.schedules.entropy_schedule`
+    """
+
+    def __init__(self, schedule: Callable[[float], float]) -> None:
+        super().__init__()
+        self.schedule = schedule
+        self.updates = 0
+
+    def _apply(self) -> None:
+        total = getattr(self.model, "_total_timesteps", 0) or 1
+        self.model.ent_coef = float(self.schedule(1.0 - self.model.num_timesteps / total))
+
+    def _record(self) -> None:
+        # SB3 dumps a rollout's row before its update, so an update's train/* values land in the next row
+        if self.updates:
+            self.logger.record("train/ent_coef", self.model.ent_coef)
+
+    def _on_training_start(self) -> None:
+        self._apply()
+
+    def _on_rollout_start(self) -> None:
+        self._record()
+
+    def _on_rollout_end(self) -> None:
+        self._apply()
+        self.updates += 1
+
+    def _on_training_end(self) -> None:
+        self._record()
+
+    def _on_step(self) -> bool:
+        return True

@@ -34,6 +34,18 @@ def preset_names(directory: str | Path | None = None) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
+class Phase(BaseModel):
+    """A later part of a run (``phases:`` in a preset): from ``start`` (a fraction of ``timesteps``) on, the
+    learning rate restarts from ``learning_rate`` and follows ``lr_schedule`` over the phase (``linear``: down
+    to 0 at its end), and ``ent_coef`` applies. An unset value keeps the previous phase's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: float = Field(gt=0, lt=1, description="fraction of the run's timesteps where the phase begins")
+    learning_rate: float | None = Field(None, gt=0)
+    ent_coef: float | None = Field(None, ge=0)
+
+
 class TrainConfig(BaseModel):
     """Everything a training run needs; a preset file sets any subset of these fields.
 
@@ -68,6 +80,7 @@ class TrainConfig(BaseModel):
     vf_coef: float = Field(0.5, ge=0)
     max_grad_norm: float = Field(0.5, gt=0)
     target_kl: float | None = Field(None, gt=0)
+    phases: list[Phase] = Field(default_factory=list, description="later parts of the run with their own lr/entropy")
     normalize: bool = Field(False, description="VecNormalize observations")
     normalize_reward: bool = Field(False, description="VecNormalize rewards too (needs normalize)")
     vec_env: VecEnvKind = "auto"
@@ -110,6 +123,9 @@ class TrainConfig(BaseModel):
     def _check_combination(self) -> TrainConfig:
         if self.normalize_reward and not self.normalize:
             raise ValueError("normalize_reward needs normalize: true")
+        starts = [p.start for p in self.phases]
+        if any(b <= a for a, b in zip(starts, starts[1:])):
+            raise ValueError(f"phases: starts must increase, got {starts}")
         return self
 
     @property

@@ -25,6 +25,7 @@ from mission_gym.training import hardware
 from mission_gym.training.batch import check_batch_size, choose_batch_size
 from mission_gym.training.callbacks import (
     DashboardCallback,
+    EntropyPhaseCallback,
     EpisodeMetricsCallback,
     EvalRecord,
     RolloutThreadsCallback,
@@ -147,10 +148,8 @@ def compare_spaces(parent: Any, obs_space: gym.Space, act_space: gym.Space) -> N
 def ppo_kwargs(config: TrainConfig) -> dict[str, Any]:
     """SB3 ``PPO`` keyword arguments of a configuration."""
     import torch
-    from stable_baselines3.common.utils import get_linear_fn
 
-    def schedule(value: float, kind: str) -> Any:
-        return get_linear_fn(value, 0.0, 1.0) if kind == "linear" else value
+    from mission_gym.training.schedules import learning_rate_schedule
 
     policy_kwargs = {
         "net_arch": list(config.network_arch),
@@ -161,13 +160,13 @@ def ppo_kwargs(config: TrainConfig) -> dict[str, Any]:
     policy_kwargs.update(extra.pop("policy_kwargs", None) or {})
     assert isinstance(config.batch_size, int)
     return dict(
-        learning_rate=schedule(config.learning_rate, config.lr_schedule),
+        learning_rate=learning_rate_schedule(config.learning_rate, config.lr_schedule, config.phases),
         n_steps=config.n_steps,
         batch_size=config.batch_size,
         n_epochs=config.n_epochs,
         gamma=config.gamma,
         gae_lambda=config.gae_lambda,
-        clip_range=schedule(config.clip_range, config.clip_schedule),
+        clip_range=learning_rate_schedule(config.clip_range, config.clip_schedule),
         clip_range_vf=config.clip_range_vf,
         ent_coef=config.ent_coef,
         vf_coef=config.vf_coef,
@@ -482,6 +481,7 @@ class Trainer:
 
         from mission_gym.training.logger import make_logger
         from mission_gym.training.monitor import ResourceMonitorCallback
+        from mission_gym.training.schedules import entropy_schedule
 
         t_start = time.perf_counter()
         config, model, run = self.config, self.model, self.run
@@ -501,6 +501,9 @@ class Trainer:
             monitor,
             DashboardCallback(run),
         ]
+        ent_schedule = entropy_schedule(config.ent_coef, config.phases)
+        if ent_schedule is not None:
+            callbacks.append(EntropyPhaseCallback(ent_schedule))
         if self.progress and sys.stderr.isatty():
             callbacks.append(ProgressBarCallback())
 
