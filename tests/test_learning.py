@@ -26,6 +26,7 @@ def test_short_cpu_run_beats_random_on_held_out_seeds(tmp_path):
         sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "cpu", "--seed", "0",
         "--timesteps", str(TIMESTEPS), "--runs-dir", str(tmp_path), "--run-name", "learn",
         "--eval-freq", "0", "--save-freq", "0", "--no-tensorboard", "--no-progress",
+        "--hyperparams", "phases=[]",  # one phase: the preset's second phase starts at 3M of its 5M steps
     ]  # fmt: skip
     subprocess.run(cmd, check=True, timeout=900, capture_output=True)
 
