@@ -311,6 +311,13 @@ def test_phased_schedule_restarts_and_decays():
     assert entropy_schedule(0.0, phases)(0.3) == 0.01  # the later phase keeps the earlier entropy
     assert learning_rate_schedule(1e-3, "linear", phases)(0.4) == pytest.approx(1e-3 * (1 - 0.1 / 0.25))
     assert entropy_schedule(0.01, [Phase(start=0.5, learning_rate=1e-4)]) is None
+    # a phase may change the schedule kind: constant, then a linear decay
+    mixed = learning_rate_schedule(1e-3, "constant", [Phase(start=0.4, learning_rate=3e-4, lr_schedule="linear")])
+    assert mixed(0.61) == 1e-3 and mixed(0.6) == pytest.approx(3e-4) and mixed(0.3) == pytest.approx(1.5e-4)
+    kept = learning_rate_schedule(1e-3, "constant", [Phase(start=0.4, lr_schedule="linear"), Phase(start=0.7)])
+    assert kept.kinds == ("constant", "linear", "linear") and kept(0.15) == pytest.approx(1e-3 * 0.5)
+    with pytest.raises(ValueError, match="constant or linear"):
+        PhasedSchedule((0.0, 0.5), (1.0, 1.0), ("constant", "cosine"))
     with pytest.raises(ValueError, match="increase"):
         PhasedSchedule((0.0, 0.5, 0.5), (1.0, 1.0, 1.0))
 

@@ -37,12 +37,14 @@ def preset_names(directory: str | Path | None = None) -> list[str]:
 class Phase(BaseModel):
     """A later part of a run (``phases:`` in a preset): from ``start`` (a fraction of ``timesteps``) on, the
     learning rate restarts from ``learning_rate`` and follows ``lr_schedule`` over the phase (``linear``: down
-    to 0 at its end), and ``ent_coef`` applies. An unset value keeps the previous phase's."""
+    to 0 at its end; the run's own ``lr_schedule`` is the first phase's), and ``ent_coef`` applies. An unset
+    value keeps the previous phase's."""
 
     model_config = ConfigDict(extra="forbid")
 
     start: float = Field(gt=0, lt=1, description="fraction of the run's timesteps where the phase begins")
     learning_rate: float | None = Field(None, gt=0)
+    lr_schedule: Schedule | None = None
     ent_coef: float | None = Field(None, ge=0)
 
 

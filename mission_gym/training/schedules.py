@@ -1,8 +1,9 @@
 """Learning-rate and entropy schedules over a run's progress, with optional phases.
 
 A run's ``phases`` (see :class:`~mission_gym.training.presets.Phase`) split it at fractions of its timesteps;
-each phase starts from its own value (a warm restart) and follows the run's schedule kind within its span:
-``constant`` holds the value, ``linear`` decays it to 0 at the phase's end. Without phases this is SB3's
+each phase starts from its own value (a warm restart) and follows its schedule kind within its span (the run's
+``lr_schedule`` unless the phase sets its own): ``constant`` holds the value, ``linear`` decays it to 0 at the
+phase's end. Without phases this is SB3's
 ``LinearSchedule(value, 0, 1)`` or a constant. Schedules take SB3's ``progress_remaining`` (1 at the start of
 the run, 0 at its end), so they continue across ``--resume``.
 """
@@ -22,20 +23,26 @@ class PhasedSchedule:
 
     :param starts: increasing phase start fractions, the first 0.0
     :param values: each phase's starting value
-    :param kind: ``constant`` or ``linear`` (to 0 at the phase's end)
+    :param kind: ``constant`` or ``linear`` (to 0 at the phase's end), one for all phases or one per phase
     """
 
     starts: tuple[float, ...]
     values: tuple[float, ...]
-    kind: str = "linear"
+    kind: str | tuple[str, ...] = "linear"
 
     def __post_init__(self) -> None:
         if not self.starts or self.starts[0] != 0.0 or len(self.starts) != len(self.values):
             raise ValueError(f"phases need a start of 0.0 first and one value each, got {self.starts} / {self.values}")
         if any(b <= a for a, b in zip(self.starts, self.starts[1:])) or self.starts[-1] >= 1.0:
             raise ValueError(f"phase starts must increase inside [0, 1), got {self.starts}")
-        if self.kind not in ("constant", "linear"):
-            raise ValueError(f"schedule kind must be constant or linear, got {self.kind!r}")
+        kinds = self.kinds
+        if len(kinds) != len(self.starts) or any(k not in ("constant", "linear") for k in kinds):
+            raise ValueError(f"schedule kinds must be constant or linear, one per phase, got {self.kind!r}")
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Each phase's schedule kind."""
+        return (self.kind,) * len(self.starts) if isinstance(self.kind, str) else tuple(self.kind)
 
     def phase(self, progress_remaining: float) -> int:
         """Index of the phase at this point of the run."""
@@ -44,32 +51,34 @@ class PhasedSchedule:
 
     def __call__(self, progress_remaining: float) -> float:
         i = self.phase(progress_remaining)
-        if self.kind == "constant":
+        if self.kinds[i] == "constant":
             return self.values[i]
         progress = min(max(1.0 - progress_remaining, 0.0), 1.0)
         end = self.starts[i + 1] if i + 1 < len(self.starts) else 1.0
         return self.values[i] * (1.0 - (progress - self.starts[i]) / (end - self.starts[i]))
 
 
-def phase_values(initial: float, phases: Sequence[Any], field: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def phase_values(initial: Any, phases: Sequence[Any], field: str) -> tuple[tuple[float, ...], tuple[Any, ...]]:
     """Phase starts and each phase's value of ``field`` (a phase that leaves it unset keeps the previous one).
 
     :param initial: the run's own value (the first phase's)
     :param phases: objects with ``start`` and ``field`` attributes
-    :param field: ``learning_rate`` or ``ent_coef``
+    :param field: ``learning_rate``, ``lr_schedule`` or ``ent_coef``
     """
     starts, values = [0.0], [initial]
     for p in phases:
         value = getattr(p, field)
         starts.append(float(p.start))
-        values.append(values[-1] if value is None else float(value))
+        values.append(values[-1] if value is None else value)
     return tuple(starts), tuple(values)
 
 
 def learning_rate_schedule(value: float, kind: str, phases: Sequence[Any] = ()) -> Any:
     """What PPO's ``learning_rate`` gets: a float, SB3's linear schedule, or a :class:`PhasedSchedule`."""
     if phases:
-        return PhasedSchedule(*phase_values(value, phases, "learning_rate"), kind=kind)
+        starts, values = phase_values(value, phases, "learning_rate")
+        kinds = phase_values(kind, phases, "lr_schedule")[1]
+        return PhasedSchedule(starts, tuple(float(v) for v in values), kind=kinds)
     if kind == "linear":
         try:
             from stable_baselines3.common.utils import LinearSchedule  # SB3 >= 2.6
@@ -83,4 +92,5 @@ def learning_rate_schedule(value: float, kind: str, phases: Sequence[Any] = ()) 
 def entropy_schedule(value: float, phases: Sequence[Any] = ()) -> PhasedSchedule | None:
     """The entropy coefficient per phase (constant within each), or None when no phase changes it."""
     starts, values = phase_values(value, phases, "ent_coef")
+    values = tuple(float(v) for v in values)
     return PhasedSchedule(starts, values, kind="constant") if len(set(values)) > 1 else None
