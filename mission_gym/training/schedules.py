@@ -3,9 +3,8 @@
 A run's ``phases`` (see :class:`~mission_gym.training.presets.Phase`) split it at fractions of its timesteps;
 each phase starts from its own value (a warm restart) and follows its schedule kind within its span (the run's
 ``lr_schedule`` unless the phase sets its own): ``constant`` holds the value, ``linear`` decays it to 0 at the
-phase's end. Without phases this is SB3's
-``LinearSchedule(value, 0, 1)`` or a constant. Schedules take SB3's ``progress_remaining`` (1 at the start of
-the run, 0 at its end), so they continue across ``--resume``.
+phase's end. Without phases this is SB3's ``LinearSchedule(value, 0, 1)`` or a constant. Schedules take SB3's
+``progress_remaining`` (1 at the start of the run, 0 at its end), so they continue across ``--resume``.
 """
 
 from __future__ import annotations
@@ -78,7 +77,7 @@ def learning_rate_schedule(value: float, kind: str, phases: Sequence[Any] = ()) 
     if phases:
         starts, values = phase_values(value, phases, "learning_rate")
         kinds = phase_values(kind, phases, "lr_schedule")[1]
-        return PhasedSchedule(starts, tuple(float(v) for v in values), kind=kinds)
+        return PhasedSchedule(starts, values, kind=kinds)
     if kind == "linear":
         try:
             from stable_baselines3.common.utils import LinearSchedule  # SB3 >= 2.6
@@ -92,5 +91,4 @@ def learning_rate_schedule(value: float, kind: str, phases: Sequence[Any] = ()) 
 def entropy_schedule(value: float, phases: Sequence[Any] = ()) -> PhasedSchedule | None:
     """The entropy coefficient per phase (constant within each), or None when no phase changes it."""
     starts, values = phase_values(value, phases, "ent_coef")
-    values = tuple(float(v) for v in values)
     return PhasedSchedule(starts, values, kind="constant") if len(set(values)) > 1 else None
