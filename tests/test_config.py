@@ -237,3 +237,19 @@ def test_configs_are_frozen():
     with pytest.raises(Exception):  # noqa: B017 - pydantic raises its ValidationError for frozen models
         config.reward.win_bonus = 1.0  # type: ignore[misc]
     assert math.isclose(config.reward.win_bonus, 200.0)
+
+
+def test_get_and_with_setting_by_dotted_key():
+    from mission_gym.config import get_setting, load_config, with_setting
+
+    config = load_config()
+    assert get_setting(config, "engagement.capture.time_to_capture") == 15.0
+    easier = with_setting(config, "engagement.capture.time_to_capture", 5.0)
+    assert easier.engagement.capture.time_to_capture == 5.0 and config.engagement.capture.time_to_capture == 15.0
+    assert easier.model_dump()["reward"] == config.model_dump()["reward"]  # nothing else moved
+    with pytest.raises(ConfigError, match="did you mean 'time_to_capture'"):
+        get_setting(config, "engagement.capture.time_to_captur")
+    with pytest.raises(ConfigError, match="is a value, not a section"):
+        get_setting(config, "reward.win_bonus.x")
+    with pytest.raises(ConfigError, match="greater than 0"):
+        with_setting(config, "engagement.capture.time_to_capture", -1.0)

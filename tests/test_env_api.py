@@ -285,3 +285,32 @@ def test_vec_env_equals_single_envs_over_two_episodes_each(seed):
     assert steps > 100
     assert "captured" in outcomes  # terminated and truncated episodes both occurred
     assert outcomes - {"captured"}
+
+
+def test_set_config_plays_on_exactly_like_a_fresh_env_with_that_config():
+    from mission_gym.config import with_setting
+
+    fresh = MissionVecEnv(8, seed=3, engagement={"capture": {"time_to_capture": 4.0}})
+    switched = MissionVecEnv(8, seed=3)
+    obs_a, obs_b = fresh.reset(), switched.reset()
+    switched.core.set_config(with_setting(switched.config, "engagement.capture.time_to_capture", 4.0))
+    assert switched.config.engagement.capture.time_to_capture == 4.0
+    policy = make_policy("greedy", fresh.config)
+    outcomes = []
+    for _ in range(300):
+        actions = policy(obs_a)
+        np.testing.assert_array_equal(obs_a, obs_b)
+        obs_a, rew_a, done_a, infos_a = fresh.step(actions)
+        obs_b, rew_b, done_b, infos_b = switched.step(actions)
+        np.testing.assert_array_equal(rew_a, rew_b)
+        np.testing.assert_array_equal(done_a, done_b)
+        outcomes += [i["outcome"] for i, d in zip(infos_b, done_b) if d]
+    assert "captured" in outcomes  # the shorter capture time was actually played
+
+
+def test_set_config_refuses_what_changes_the_arrays():
+    from mission_gym.config import with_setting
+
+    env = MissionVecEnv(2, seed=0)
+    with pytest.raises(ValueError, match="obs_dim"):
+        env.core.set_config(with_setting(env.config, "world.observation.lidar_rays", 4))

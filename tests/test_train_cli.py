@@ -120,6 +120,17 @@ def test_quick_preset_leaves_a_complete_run(tmp_path):
         (["--parent-checkpoint", "nowhere.zip"], "--branch-name"),
         (["--resume", "nosuchrun"], "no run 'nosuchrun'"),
         (["--run-name", "a/b"], "--run-name"),
+        (
+            ["--hyperparams", "curriculum=[{setting: engagement.capture.time_to_captur, value: 5, until: 0.5}]"],
+            "did you mean 'time_to_capture'?",
+        ),
+        (
+            ["--hyperparams", "curriculum=[{setting: engagement.capture.time_to_capture, value: -5, until: 0.5}]"],
+            "value -5.0 is not valid",
+        ),
+        (["--hyperparams", "curriculum=[{setting: engagement.capture.contested, value: 1, until: 0.5}]"], "not a number"),
+        (["--hyperparams", "curriculum=[{setting: world.observation.lidar_rays, value: 4, until: 0.5}]"], "obs_dim"),
+        (["--env", "CartPole-v1", "--hyperparams", "curriculum=[{setting: a.b, value: 1, until: 0.5}]"], "CartPole-v1"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_run_dir(tmp_path, monkeypatch, capsys, args, expected):

@@ -331,6 +331,74 @@ def test_phases_validate():
         Phase(start=0.5, gamma=0.9)
 
 
+def test_curriculum_ramps_to_the_real_game():
+    from mission_gym.config import load_config
+    from mission_gym.training.curriculum import Curriculum
+    from mission_gym.training.presets import CurriculumStep
+
+    step = CurriculumStep(setting="engagement.capture.time_to_capture", value=5.0, until=0.5)
+    cur = Curriculum(load_config(), [step])
+    assert cur.values(0.0) == {step.setting: 5.0} and cur.values(0.25) == {step.setting: pytest.approx(10.0)}
+    assert cur.values(0.5) == cur.values(0.9) == {step.setting: 15.0}
+    assert cur.config_at(0.1).engagement.capture.time_to_capture == pytest.approx(7.0)
+    repeat = Curriculum(load_config(), [CurriculumStep(setting="world.physics.action_repeat", value=1, until=1.0)])
+    assert repeat.values(0.3)["world.physics.action_repeat"] == 2.0  # 1 + 4 * 0.3 = 2.2, whole steps for an integer
+    assert repeat.config_at(0.3).world.physics.action_repeat == 2
+    with pytest.raises(ConfigError, match="not a number"):
+        Curriculum(load_config(), [CurriculumStep(setting="engagement.capture.contested", value=1.0, until=0.5)])
+    with pytest.raises(ValueError, match="until"):
+        CurriculumStep(setting="x", value=1.0, until=0.0)
+    with pytest.raises(ValueError, match="each setting once"):
+        tiny(env="MissionGym-v0", vec_env="native", curriculum=[step.model_dump(), step.model_dump()])
+
+
+def test_curriculum_plays_an_easier_game_while_evaluation_plays_the_real_one(tmp_path):
+    import csv
+
+    from mission_gym.sim import layout
+    from mission_gym.training.curriculum import mission_core
+
+    key = "engagement.capture.time_to_capture"
+    config = load_preset("quick").model_copy(update={"n_envs": 4, "n_steps": 32})
+    config = apply_overrides(
+        config,
+        {
+            "timesteps": 512,
+            "eval_freq": 256,
+            "eval_episodes": 2,
+            "save_freq": 0,
+            "curriculum": [{"setting": key, "value": 3.0, "until": 0.5}],
+        },
+    )
+    trainer = Trainer.create(config, runs_dir=tmp_path, run_name="cur", progress=False)
+    seen = []
+    core = mission_core(trainer.model.get_env())
+    step_batch = core.step
+
+    def spy(actions):  # the capture time the training games are stepped with
+        seen.append(float(core.static.cfg[layout.C_CAPTURE_TIME]))
+        return step_batch(actions)
+
+    core.step = spy
+    assert trainer.train().status == "finished"
+    rows = [r for r in csv.DictReader(open(tmp_path / "cur" / "progress.csv")) if r.get(f"curriculum/{key}")]
+    ramp = [float(r[f"curriculum/{key}"]) for r in rows]
+    # 4 rollouts of 128 steps start at progress 0, 0.25, 0.5, 0.75: 3 -> 9 -> 15 -> 15
+    assert ramp == pytest.approx([3.0, 9.0, 15.0, 15.0])
+    assert seen[0] == 3.0 and seen[-1] == 15.0 and sorted(set(seen)) == [3.0, 9.0, 15.0]
+    assert read_yaml(tmp_path / "cur" / "config.yaml")["env_kwargs"] == {}  # evaluation and the saved agent: the real game
+    assert load_agent(tmp_path / "cur", device="cpu").env_kwargs == {}
+    # resumed at 512 of 1024 steps with the ramp over the first 80%: the first games play 3 + 12 * 0.625 = 10.5 s
+    ramp = {"setting": key, "value": 3.0, "until": 0.8}
+    config = apply_overrides(config, {"timesteps": 512, "save_freq": 512, "curriculum": [ramp]})
+    Trainer.create(config, runs_dir=tmp_path, run_name="res", progress=False).train()
+    resumed = Trainer.resume("res", runs_dir=tmp_path, overrides={"timesteps": 1024}, progress=False)
+    core = mission_core(resumed.model.get_env())
+    assert core.config.engagement.capture.time_to_capture == pytest.approx(10.5)
+    assert resumed.train().status == "finished"
+    assert core.config.engagement.capture.time_to_capture == pytest.approx(15.0)
+
+
 def test_phases_change_learning_rate_and_entropy_during_a_run(tmp_path):
     import csv
 

@@ -1,6 +1,6 @@
 """Typed configuration: the default YAML files, their models and the one loader."""
 
-from mission_gym.config.loader import defaults_dir, load_config
+from mission_gym.config.loader import defaults_dir, get_setting, load_config, with_setting
 from mission_gym.config.models import REWARD_TERMS, SECTIONS, MissionConfig
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, parse_yaml, read_yaml, validate
 
@@ -11,8 +11,10 @@ __all__ = [
     "MissionConfig",
     "defaults_dir",
     "dump_yaml",
+    "get_setting",
     "load_config",
     "parse_yaml",
     "read_yaml",
     "validate",
+    "with_setting",
 ]

@@ -136,3 +136,42 @@ def check_consistency(config: MissionConfig, sources: Mapping[str, str] | None =
                 raise ConfigError(f"{key}.altitude: band {spawn.altitude} but {spawn.type} has bands 0..{bands - 1}")
     if not (0 <= sc.objective.x <= w and 0 <= sc.objective.y <= h):
         raise ConfigError(f"{scenario_src}: objective: ({sc.objective.x}, {sc.objective.y}) is outside the {w}x{h} arena")
+
+
+def get_setting(config: MissionConfig, key: str) -> Any:
+    """The value of a dotted setting such as ``engagement.capture.time_to_capture``.
+
+    :raises ConfigError: naming the first part of ``key`` that does not exist
+    """
+    node: Any = config.model_dump()
+    path: list[str] = []
+    for part in key.split("."):
+        valid = list(node) if isinstance(node, Mapping) else []
+        if part not in valid:
+            where = ".".join(path) or "the config"
+            hint = f"; valid: {', '.join(map(str, valid))}" if valid else f" ({where} is a value, not a section)"
+            raise ConfigError(f"unknown setting {key!r}: {where} has no {part!r}{suggest(part, valid)}{hint}")
+        node = node[part]
+        path.append(part)
+    return node
+
+
+def with_setting(config: MissionConfig, key: str, value: Any) -> MissionConfig:
+    """A copy of ``config`` with the dotted setting ``key`` set to ``value``, validated like any override.
+
+    :raises ConfigError: for an unknown key or a value its section rejects
+    """
+    get_setting(config, key)
+    section, *rest = key.split(".")
+    data = config.model_dump()
+    node = data[section]
+    for part in rest[:-1]:
+        node = node[part]
+    if rest:
+        node[rest[-1]] = value
+    else:
+        data[section] = value
+    sections = {name: validate(_MODELS[name], data[name], f"{name} setting {key}") for name in SECTIONS}
+    updated = MissionConfig(**sections)
+    check_consistency(updated)
+    return updated

@@ -97,12 +97,16 @@ class MissionEnv(gym.Env):
             raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']} or None")
         self.render_mode = render_mode
         self.core = MissionCore(make_config(config, config_dir, scenario, overrides), n_envs=1)
-        self.config = self.core.config
         self.observation_space = observation_space(self.core)
         self.action_space = action_space(self.core)
         self.metadata = {**self.metadata, "render_fps": round(1.0 / self.core.step_seconds)}
         self._seeded = False
         self._window: Any = None
+
+    @property
+    def config(self) -> MissionConfig:
+        """The configuration the games are played under (the core's; see ``MissionCore.set_config``)."""
+        return self.core.config
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)

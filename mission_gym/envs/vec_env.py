@@ -74,7 +74,6 @@ class MissionVecEnv(VecEnv):
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode {render_mode!r} is not supported by MissionVecEnv; use None or 'rgb_array'")
         self.core = MissionCore(make_config(config, config_dir, scenario, overrides), n_envs=n_envs)
-        self.config = self.core.config
         self.render_mode = render_mode
         self._views = [_EnvView(self, i) for i in range(n_envs)]
         super().__init__(n_envs, observation_space(self.core), action_space(self.core))
@@ -92,6 +91,11 @@ class MissionVecEnv(VecEnv):
         self._seeds = list(seeds)
 
     # --- VecEnv API --------------------------------------------------------------------------------
+    @property
+    def config(self) -> MissionConfig:
+        """The configuration the games are played under (the core's; see ``MissionCore.set_config``)."""
+        return self.core.config
+
     def reset(self) -> np.ndarray:
         states = np.zeros(self.num_envs, dtype=np.uint64)
         fresh = np.random.default_rng()

@@ -46,6 +46,27 @@ class MissionCore:
         self.terminated = np.zeros(n_envs, dtype=np.bool_)
         self.truncated = np.zeros(n_envs, dtype=np.bool_)
 
+    def set_config(self, config: MissionConfig) -> None:
+        """Play on with ``config`` (e.g. a curriculum's next capture time): running episodes continue under it.
+
+        :raises ValueError: if ``config`` changes what the arrays are shaped by (unit counts and types, waypoint
+            counts, the observation), which only a new core can do
+        """
+        static = L.build_static(config)
+        old = self.static
+        shaped = ("n_attackers", "n_defenders", "unit_names", "obs_dim")
+        changed = [f for f in shaped if getattr(static, f) != getattr(old, f)]
+        changed += [
+            f
+            for f in ("up", "sp", "circles", "rects", "waypoints", "cfg", "rings")
+            if getattr(static, f).shape != getattr(old, f).shape
+        ]
+        if changed or not np.array_equal(static.n_waypoints, old.n_waypoints):
+            raise ValueError(
+                f"a running core cannot change {', '.join(changed) or 'n_waypoints'}; build a new env for that config"
+            )
+        self.config, self.static = config, static
+
     # --- stepping ------------------------------------------------------------------------------------
     def seed(self, env_ids: np.ndarray | list[int], states: np.ndarray | list[int]) -> None:
         """Set the random stream of each listed env (states are 64-bit integers)."""

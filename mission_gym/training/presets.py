@@ -48,6 +48,19 @@ class Phase(BaseModel):
     ent_coef: float | None = Field(None, ge=0)
 
 
+class CurriculumStep(BaseModel):
+    """An easier game while training starts (``curriculum:`` in a preset): the training envs play ``setting``
+    (a dotted game setting such as ``engagement.capture.time_to_capture``) at ``value`` at the first step, moving
+    linearly to the game's own value by ``until`` (a fraction of ``timesteps``) and keeping it from there.
+    Evaluation, in training and after, always plays the game's own value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    setting: str = Field(min_length=1, description="dotted game setting, e.g. engagement.capture.time_to_capture")
+    value: float = Field(description="the setting's value at the first training step")
+    until: float = Field(gt=0, le=1, description="fraction of the run's timesteps where the game's own value is reached")
+
+
 class TrainConfig(BaseModel):
     """Everything a training run needs; a preset file sets any subset of these fields.
 
@@ -83,6 +96,7 @@ class TrainConfig(BaseModel):
     max_grad_norm: float = Field(0.5, gt=0)
     target_kl: float | None = Field(None, gt=0)
     phases: list[Phase] = Field(default_factory=list, description="later parts of the run with their own lr/entropy")
+    curriculum: list[CurriculumStep] = Field(default_factory=list, description="game settings that start easier")
     normalize: bool = Field(False, description="VecNormalize observations")
     normalize_reward: bool = Field(False, description="VecNormalize rewards too (needs normalize)")
     vec_env: VecEnvKind = "auto"
@@ -128,6 +142,11 @@ class TrainConfig(BaseModel):
         starts = [p.start for p in self.phases]
         if any(b <= a for a, b in zip(starts, starts[1:])):
             raise ValueError(f"phases: starts must increase, got {starts}")
+        settings = [c.setting for c in self.curriculum]
+        if len(set(settings)) != len(settings):
+            raise ValueError(f"curriculum: each setting once, got {settings}")
+        if self.curriculum and self.env != "MissionGym-v0":
+            raise ValueError(f"curriculum changes Mission Gym's game settings; env {self.env!r} has none")
         return self
 
     @property

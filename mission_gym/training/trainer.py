@@ -40,6 +40,7 @@ from mission_gym.training.callbacks import (
     save_checkpoint,
     save_model,
 )
+from mission_gym.training.curriculum import Curriculum, CurriculumCallback, mission_core
 from mission_gym.training.presets import TrainConfig, ppo_extra_args
 from mission_gym.training.rundir import (
     RunDir,
@@ -265,8 +266,10 @@ class Trainer:
         threads: int,
         resume_step: int | None = None,
         progress: bool = True,
+        curriculum: Curriculum | None = None,
     ) -> None:
         self.config, self.run, self.model = config, run, model
+        self.curriculum = curriculum
         self.device, self.threads = device, threads
         self.resume_step = resume_step
         self.progress = progress
@@ -346,6 +349,7 @@ class Trainer:
             normalize_stats=parent_stats,
         )
         try:
+            curriculum = _curriculum(config, venv) if config.curriculum else None  # checked before anything is written
             if parent is not None:
                 compare_spaces(parent, venv.observation_space, venv.action_space)
             model = PPO("MlpPolicy", venv, device=device, seed=config.seed, verbose=0, **ppo_kwargs(config))
@@ -394,7 +398,7 @@ class Trainer:
                 "sessions": [],
             },
         )
-        return cls(config, run, model, device, threads, progress=progress)
+        return cls(config, run, model, device, threads, progress=progress, curriculum=curriculum)
 
     @classmethod
     def resume(
@@ -452,6 +456,7 @@ class Trainer:
             normalize_stats=stats if stats.is_file() else None,
         )
         try:
+            curriculum = _curriculum(config, venv, step / config.timesteps) if config.curriculum else None
             model = PPO.load(ckpt, env=venv, device=device)
         except BaseException:
             venv.close()
@@ -471,7 +476,7 @@ class Trainer:
                 writer.writeheader()
                 writer.writerows(rows)
         run_dir.update_metadata(target_timesteps=config.timesteps, hardware=_hardware(device, threads))
-        return cls(config, run_dir, model, device, threads, resume_step=step, progress=progress)
+        return cls(config, run_dir, model, device, threads, resume_step=step, progress=progress, curriculum=curriculum)
 
     # --- training ---------------------------------------------------------------------------------------------
     def train(self) -> TrainResult:
@@ -504,6 +509,8 @@ class Trainer:
         ent_schedule = entropy_schedule(config.ent_coef, config.phases)
         if ent_schedule is not None:
             callbacks.append(EntropyPhaseCallback(ent_schedule))
+        if self.curriculum is not None:
+            callbacks.append(CurriculumCallback(self.curriculum))
         if self.progress and sys.stderr.isatty():
             callbacks.append(ProgressBarCallback())
 
@@ -628,6 +635,23 @@ def _crash_message(exc: BaseException, model: Any, config: TrainConfig, device: 
         except Exception:
             return "CUDA out of memory: try a smaller preset, a smaller --batch-size, or --device cpu"
     return f"training stopped by {type(exc).__name__}: {exc}"
+
+
+def _curriculum(config: TrainConfig, venv: Any, progress: float = 0.0) -> Curriculum:
+    """The run's curriculum over the game a freshly built training env plays (its config is the real game), with
+    the env set to the curriculum's game at ``progress`` for its first resets.
+
+    :raises ConfigError: for a training env without Mission Gym's batched core, or a bad setting or value
+    """
+    core = mission_core(venv)
+    if core is None:
+        raise ConfigError(f"curriculum needs Mission Gym's batched training env (vec_env native), got {config.vec_env!r}")
+    curriculum = Curriculum(core.config, config.curriculum)
+    try:
+        core.set_config(curriculum.config_at(progress))
+    except ValueError as exc:
+        raise ConfigError(f"curriculum: {exc}") from None
+    return curriculum
 
 
 def _load_parent(checkpoint: str | Path, runs_dir: str | Path) -> tuple[Any, Path | None, dict[str, Any]]:

@@ -1,0 +1,103 @@
+"""A curriculum over game settings: the training envs start on an easier game and reach the real one.
+
+``curriculum:`` in a preset (see :class:`~mission_gym.training.presets.CurriculumStep`) lists settings such as
+``engagement.capture.time_to_capture`` with a starting value and the fraction of the run by which the game's own
+value is reached. :class:`CurriculumCallback` sets them on Mission Gym's batched training env before each rollout
+(games in progress play on under the new value); the evaluation envs are built from the run's ``env_kwargs`` and
+always play the real game. Values follow the step count, so ``--resume`` continues the ramp.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+from stable_baselines3.common.callbacks import BaseCallback
+
+from mission_gym.config import ConfigError, MissionConfig, get_setting, with_setting
+
+
+class Curriculum:
+    """The training game's config at each point of a run.
+
+    :param config: the real game (the run's env config), whose values each step ends at
+    :param steps: objects with ``setting``, ``value`` and ``until``
+    :raises ConfigError: for an unknown or non-numeric setting, or a starting value the setting rejects
+    """
+
+    def __init__(self, config: MissionConfig, steps: Sequence[Any]) -> None:
+        self.config = config
+        self.steps = tuple(steps)
+        self.targets: dict[str, float] = {}
+        self.integers: set[str] = set()  # integer settings ramp in whole steps
+        for step in self.steps:
+            target = get_setting(config, step.setting)
+            if isinstance(target, bool) or not isinstance(target, numbers.Real):
+                raise ConfigError(
+                    f"curriculum: setting {step.setting!r} is {target!r}, not a number; a curriculum ramps numbers"
+                )
+            self.targets[step.setting] = float(target)
+            if isinstance(target, numbers.Integral):
+                self.integers.add(step.setting)
+            if step.setting in self.integers and step.value != round(step.value):
+                raise ConfigError(f"curriculum: {step.setting} is a whole number, got value {step.value!r}")
+            try:
+                with_setting(config, step.setting, self._typed(step.setting, step.value))
+            except ConfigError as exc:
+                raise ConfigError(f"curriculum: {step.setting} value {step.value!r} is not valid: {exc}") from None
+
+    def _typed(self, key: str, value: float) -> float | int:
+        return int(round(value)) if key in self.integers else value
+
+    def values(self, progress: float) -> dict[str, float]:
+        """Each setting's value at ``progress`` (0 at the first step, 1 at the last)."""
+        out = {}
+        for step in self.steps:
+            frac = min(max(progress / step.until, 0.0), 1.0)
+            value = step.value + (self.targets[step.setting] - step.value) * frac
+            out[step.setting] = float(round(value)) if step.setting in self.integers else value
+        return out
+
+    def config_at(self, progress: float) -> MissionConfig:
+        """The training game's configuration at ``progress``."""
+        config = self.config
+        for key, value in self.values(progress).items():
+            config = with_setting(config, key, self._typed(key, value))
+        return config
+
+
+def mission_core(venv: Any) -> Any:
+    """The :class:`~mission_gym.sim.MissionCore` behind a (wrapped) training env, or None if it has none."""
+    inner = getattr(venv, "unwrapped", venv)
+    return getattr(inner, "core", None)
+
+
+class CurriculumCallback(BaseCallback):
+    """Before each rollout, put the training env's game at the curriculum's values for the run's step count,
+    and log them as ``curriculum/<setting>``.
+
+    :param curriculum: the run's :class:`Curriculum`
+    """
+
+    def __init__(self, curriculum: Curriculum) -> None:
+        super().__init__()
+        self.curriculum = curriculum
+        self.applied: dict[str, float] | None = None
+
+    def _progress(self) -> float:
+        total = getattr(self.model, "_total_timesteps", 0) or 1
+        return self.model.num_timesteps / total
+
+    def _on_rollout_start(self) -> None:
+        progress = self._progress()
+        values = self.curriculum.values(progress)
+        if values != self.applied:
+            core = mission_core(self.training_env)
+            core.set_config(self.curriculum.config_at(progress))
+            self.applied = values
+        for key, value in values.items():
+            self.logger.record(f"curriculum/{key}", value)
+
+    def _on_step(self) -> bool:
+        return True
