@@ -348,6 +348,10 @@ def test_curriculum_ramps_to_the_real_game():
         Curriculum(load_config(), [CurriculumStep(setting="engagement.capture.contested", value=1.0, until=0.5)])
     with pytest.raises(ValueError, match="until"):
         CurriculumStep(setting="x", value=1.0, until=0.0)
+    # `--preset cpu --env Hopper-v5`: the preset's curriculum (Mission Gym's game) is left out, an explicit one is not
+    assert load_preset("cpu").curriculum and apply_overrides(load_preset("cpu"), {"env": "Hopper-v5"}).curriculum == []
+    with pytest.raises(ConfigError, match="CartPole-v1"):
+        apply_overrides(load_preset("cpu"), {"env": "CartPole-v1", "curriculum": [step.model_dump()]})
     with pytest.raises(ValueError, match="each setting once"):
         tiny(env="MissionGym-v0", vec_env="native", curriculum=[step.model_dump(), step.model_dump()])
 
