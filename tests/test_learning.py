@@ -2,7 +2,8 @@
 default scenario must beat the random policy on held-out seeds by a clear margin.
 
 The full-length results are in docs/results.md; this test is its few-minute
-smoke version: it trains 3M env steps in one phase (about 5 minutes on a 2-core machine)."""
+smoke version: it trains 3M env steps in one phase, the preset's capture-time curriculum over the first 40% (about
+5 minutes on a 2-core machine)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def test_short_cpu_run_beats_random_on_held_out_seeds(tmp_path):
         sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "cpu", "--seed", "0",
         "--timesteps", str(TIMESTEPS), "--runs-dir", str(tmp_path), "--run-name", "learn",
         "--eval-freq", "0", "--save-freq", "0", "--no-tensorboard", "--no-progress",
-        "--hyperparams", "phases=[]",  # one phase, lr decaying to 0 over 3M steps (results.md, P1)
+        "--hyperparams", "phases=[]",  # one phase: lr decaying to 0 over the 3M steps
     ]  # fmt: skip
     subprocess.run(cmd, check=True, timeout=1500, capture_output=True)
 

@@ -669,7 +669,7 @@ def estimate_for_args(argv: Sequence[str], presets_directory: str | Path | None 
     for flag in ("--batch-size", "--network-arch", "--vec-env", "--device", "--env"):
         p.add_argument(flag)
     args, _ = p.parse_known_args(list(argv))
-    from mission_gym.training.presets import load_preset
+    from mission_gym.training.presets import apply_overrides, load_preset
 
     hw = detect_hardware()
     config = load_preset(args.preset, presets_directory)
@@ -683,7 +683,7 @@ def estimate_for_args(argv: Sequence[str], presets_directory: str | Path | None 
         "device": args.device,
         "env": args.env,
     }
-    config = config.model_validate({**config.model_dump(), **{k: v for k, v in overrides.items() if v is not None}})
+    config = apply_overrides(config, {k: v for k, v in overrides.items() if v is not None})
     device = config.device
     if device == "auto":
         device = "cuda" if hw.gpu_mem_gb else "cpu"
