@@ -410,6 +410,12 @@ class StopFlagCallback(BaseCallback):
         return not self.flag()
 
 
+def run_progress(model: Any) -> float:
+    """How far through its run a learning model is (0 at the first step, 1 at the target), across ``--resume``."""
+    total = getattr(model, "_total_timesteps", 0) or 1
+    return model.num_timesteps / total
+
+
 class EntropyPhaseCallback(BaseCallback):
     """Set PPO's entropy coefficient for the phase the run is in (``phases:`` of the config) before each update,
     and log the value each update used as ``train/ent_coef`` (in the row of its ``train/learning_rate``).
@@ -423,8 +429,7 @@ class EntropyPhaseCallback(BaseCallback):
         self.updates = 0
 
     def _apply(self) -> None:
-        total = getattr(self.model, "_total_timesteps", 0) or 1
-        self.model.ent_coef = float(self.schedule(1.0 - self.model.num_timesteps / total))
+        self.model.ent_coef = float(self.schedule(1.0 - run_progress(self.model)))
 
     def _record(self) -> None:
         # SB3 dumps a rollout's row before its update, so an update's train/* values land in the next row

@@ -16,6 +16,7 @@ from typing import Any
 from stable_baselines3.common.callbacks import BaseCallback
 
 from mission_gym.config import ConfigError, MissionConfig, get_setting, with_setting
+from mission_gym.training.callbacks import run_progress
 
 
 class Curriculum:
@@ -43,27 +44,27 @@ class Curriculum:
             if step.setting in self.integers and step.value != round(step.value):
                 raise ConfigError(f"curriculum: {step.setting} is a whole number, got value {step.value!r}")
             try:
-                with_setting(config, step.setting, self._typed(step.setting, step.value))
+                with_setting(config, step.setting, self.values(0.0, [step])[step.setting])
             except ConfigError as exc:
                 raise ConfigError(f"curriculum: {step.setting} value {step.value!r} is not valid: {exc}") from None
 
-    def _typed(self, key: str, value: float) -> float | int:
-        return int(round(value)) if key in self.integers else value
+    def values(self, progress: float, steps: Sequence[Any] | None = None) -> dict[str, float | int]:
+        """Each setting's value at ``progress`` (0 at the first step, 1 at the last); integer settings in whole steps.
 
-    def values(self, progress: float) -> dict[str, float]:
-        """Each setting's value at ``progress`` (0 at the first step, 1 at the last)."""
-        out = {}
-        for step in self.steps:
+        :param steps: only these of the curriculum's steps (default: all)
+        """
+        out: dict[str, float | int] = {}
+        for step in self.steps if steps is None else steps:
             frac = min(max(progress / step.until, 0.0), 1.0)
             value = step.value + (self.targets[step.setting] - step.value) * frac
-            out[step.setting] = float(round(value)) if step.setting in self.integers else value
+            out[step.setting] = round(value) if step.setting in self.integers else value
         return out
 
     def config_at(self, progress: float) -> MissionConfig:
         """The training game's configuration at ``progress``."""
         config = self.config
         for key, value in self.values(progress).items():
-            config = with_setting(config, key, self._typed(key, value))
+            config = with_setting(config, key, value)
         return config
 
 
@@ -85,12 +86,8 @@ class CurriculumCallback(BaseCallback):
         self.curriculum = curriculum
         self.applied: dict[str, float] | None = None
 
-    def _progress(self) -> float:
-        total = getattr(self.model, "_total_timesteps", 0) or 1
-        return self.model.num_timesteps / total
-
     def _on_rollout_start(self) -> None:
-        progress = self._progress()
+        progress = run_progress(self.model)
         values = self.curriculum.values(progress)
         if values != self.applied:
             core = mission_core(self.training_env)

@@ -16,9 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError, read_yaml, validate
+from mission_gym.training.vec_env import MISSION_ENV_ID
 
 AUTO_PRESET = "auto"
-MISSION_ENV = "MissionGym-v0"
 Activation = Literal["tanh", "relu", "elu", "leaky_relu", "gelu", "silu"]
 Schedule = Literal["constant", "linear"]
 VecEnvKind = Literal["auto", "native", "subproc", "dummy"]
@@ -73,7 +73,7 @@ class TrainConfig(BaseModel):
 
     preset: str = Field("custom", description="the preset this configuration started from")
     description: str = ""
-    env: str = MISSION_ENV
+    env: str = MISSION_ENV_ID
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     timesteps: int = Field(1_000_000, gt=0)
     n_envs: int = Field(8, ge=1)
@@ -146,7 +146,7 @@ class TrainConfig(BaseModel):
         settings = [c.setting for c in self.curriculum]
         if len(set(settings)) != len(settings):
             raise ValueError(f"curriculum: each setting once, got {settings}")
-        if self.curriculum and self.env != MISSION_ENV:
+        if self.curriculum and self.env != MISSION_ENV_ID:
             raise ValueError(f"curriculum changes Mission Gym's game settings; env {self.env!r} has none")
         return self
 
@@ -240,7 +240,7 @@ def apply_overrides(config: TrainConfig, overrides: Mapping[str, Any], source: s
         if key not in fields:
             raise ConfigError(f"{source}: unknown setting {key!r}{suggest(key, fields)}")
     merged = {**config.model_dump(), **dict(overrides)}
-    if "env" in overrides and "curriculum" not in overrides and merged["env"] != MISSION_ENV:
+    if "env" in overrides and "curriculum" not in overrides and merged["env"] != MISSION_ENV_ID:
         merged["curriculum"] = []  # a preset's curriculum ramps Mission Gym's game, which another env does not have
     return validate(TrainConfig, merged, source)
 
