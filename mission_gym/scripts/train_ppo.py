@@ -110,6 +110,12 @@ def build_parser() -> CliParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     lineage = p.add_argument_group("resume and branch")
     lineage.add_argument("--resume", metavar="RUN|PATH", help="continue a run from its newest checkpoint")
+    lineage.add_argument(
+        "--stop-at",
+        type=int,
+        metavar="STEPS",
+        help="pause once this many env steps are trained (a checkpoint is saved; --resume continues)",
+    )
     lineage.add_argument("--parent-checkpoint", metavar="PATH", help="start a new run from this model's weights")
     lineage.add_argument("--branch-name", metavar="NAME", help="name of the branch (the new run's name unless --run-name)")
     return p
@@ -128,10 +134,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from mission_gym.config.loader import deep_merge
     from mission_gym.config.yaml_io import ConfigError, dump_yaml
+    from mission_gym.training.population import PopulationRun
     from mission_gym.training.presets import apply_overrides, load_preset, split_hyperparams
     from mission_gym.training.trainer import Trainer
 
+    population: PopulationRun | None = None
     try:
+        if args.stop_at is not None and args.stop_at < 1:
+            raise ConfigError(f"--stop-at {args.stop_at}: expected a positive step count below the run's timesteps")
         overrides = _overrides(args)
         fields, extra = split_hyperparams(parse_pairs(args.hyperparams, "--hyperparams"))
         env_kwargs = parse_pairs(args.env_kwargs, "--env-kwargs")
@@ -141,8 +151,15 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"--resume cannot be combined with --{given[0].replace('_', '-')}")
             if env_kwargs or fields or extra or args.no_tensorboard:
                 raise ConfigError("--resume continues a run with its saved configuration; branch to change it")
-            trainer = Trainer.resume(args.resume, args.runs_dir, overrides, command=command, progress=not args.no_progress)
-            print(f"resuming {trainer.run.path} from step {trainer.resume_step:,} (target {trainer.config.timesteps:,})")
+            if _is_population(args.resume, args.runs_dir):
+                if overrides or args.stop_at is not None:
+                    raise ConfigError("--resume of a population run takes no other flags (its members keep their own)")
+                population = PopulationRun.resume(args.resume, args.runs_dir)
+                print(f"resuming population run {population.run.path}")
+            else:
+                trainer = Trainer.resume(args.resume, args.runs_dir, overrides, command=command, progress=not args.no_progress)
+                _check_stop_at(args.stop_at, trainer.resume_step or 0, trainer.config.timesteps)
+                print(f"resuming {trainer.run.path} from step {trainer.resume_step:,} (target {trainer.config.timesteps:,})")
         else:
             config = load_preset(args.preset or "auto")
             overrides.update(fields)
@@ -151,25 +168,56 @@ def main(argv: list[str] | None = None) -> int:
             if env_kwargs:
                 overrides["env_kwargs"] = deep_merge(config.env_kwargs, env_kwargs)
             config = apply_overrides(config, overrides)
-            trainer = Trainer.create(
-                config,
-                runs_dir=args.runs_dir,
-                run_name=args.run_name,
-                parent_checkpoint=args.parent_checkpoint,
-                branch_name=args.branch_name,
-                notes=args.notes,
-                command=command,
-                progress=not args.no_progress,
-            )
-            print(f"run {trainer.run.path}  (device {trainer.device}, {trainer.threads} learner threads)")
-            print(dump_yaml(trainer.config.model_dump()).rstrip())
+            _check_stop_at(args.stop_at, 0, config.timesteps)
+            if config.population.size > 1:
+                given = [f for f in ("parent_checkpoint", "branch_name", "stop_at") if getattr(args, f) is not None]
+                if given:
+                    flag = "--" + given[0].replace("_", "-")
+                    raise ConfigError(f"{flag} does not apply to a population run (population.size {config.population.size})")
+                population = PopulationRun.create(
+                    config, runs_dir=args.runs_dir, run_name=args.run_name, notes=args.notes, command=command
+                )
+                print(f"population run {population.run.path}: {config.population.size} members")
+                print(dump_yaml(population.config.model_dump()).rstrip())
+            else:
+                trainer = Trainer.create(
+                    config,
+                    runs_dir=args.runs_dir,
+                    run_name=args.run_name,
+                    parent_checkpoint=args.parent_checkpoint,
+                    branch_name=args.branch_name,
+                    notes=args.notes,
+                    command=command,
+                    progress=not args.no_progress,
+                )
+                print(f"run {trainer.run.path}  (device {trainer.device}, {trainer.threads} learner threads)")
+                print(dump_yaml(trainer.config.model_dump()).rstrip())
     except ConfigError as exc:
         return fail(str(exc))
     sys.stdout.flush()
-    result = trainer.train()
+    if population is not None:
+        pop_result = population.train()
+        print(pop_result.summary())
+        return pop_result.exit_code
+    result = trainer.train(stop_at=args.stop_at)
     print(result.summary())
     print(f"  tensorboard --logdir {trainer.run.path / 'tb'}")
     return result.exit_code
+
+
+def _check_stop_at(stop_at: int | None, step: int, target: int) -> None:
+    from mission_gym.config.yaml_io import ConfigError
+
+    if stop_at is not None and not step < stop_at < target:
+        raise ConfigError(f"--stop-at {stop_at:,}: expected a step count above {step:,} and below the run's {target:,}")
+
+
+def _is_population(run: str, runs_dir: str) -> bool:
+    """Whether ``--resume RUN`` names a population run (one with ``population.json``)."""
+    from mission_gym.training.population import STATE
+    from mission_gym.training.rundir import resolve_run_dir
+
+    return (resolve_run_dir(run, runs_dir) / STATE).is_file()
 
 
 if __name__ == "__main__":

@@ -251,6 +251,34 @@ class EvalRecord:
         return (self.win_rate if self.win_rate is not None else -math.inf, self.mean_return)
 
 
+def eval_record(
+    predict: Callable[[np.ndarray], np.ndarray], env_id: str, env_kwargs: dict[str, Any], n_episodes: int, timesteps: int
+) -> EvalRecord:
+    """Play ``n_episodes`` games of ``predict`` (observations as the env gives them -> actions) on the fixed
+    in-training evaluation seeds; what ``evaluations.csv`` records of it."""
+    from mission_gym.evaluation import EVAL_SEED_BASE, evaluate_gym, evaluate_mission, held_out_seeds
+
+    seeds = held_out_seeds(n_episodes, EVAL_SEED_BASE)
+    t0 = time.perf_counter()
+    if env_id == MISSION_ENV_ID:
+        res = evaluate_mission(predict, n_episodes, seeds, env_kwargs=env_kwargs)
+    else:
+        res = evaluate_gym(predict, env_id, n_episodes, seeds, env_kwargs=env_kwargs)
+    ci = res.win_ci95 or (None, None)
+    return EvalRecord(
+        timesteps=int(timesteps),
+        mean_return=res.mean_return,
+        std_return=res.std_return,
+        mean_ep_length=res.mean_length,
+        n_episodes=res.episodes,
+        win_rate=res.win_rate,
+        win_ci_low=ci[0],
+        win_ci_high=ci[1],
+        eval_s=time.perf_counter() - t0,
+        outcomes=dict(res.outcomes),
+    )
+
+
 def make_evaluator(
     env_id: str, env_kwargs: dict[str, Any], n_episodes: int, frames_dir: Path | None = None
 ) -> Callable[[Any], EvalRecord]:
@@ -261,9 +289,7 @@ def make_evaluator(
     :param frames_dir: for Mission Gym, a run directory whose dashboard gets a filmstrip of the first evaluation
         episode each time (``frames/``)
     """
-    from mission_gym.evaluation import EVAL_SEED_BASE, evaluate_gym, evaluate_mission, held_out_seeds
-
-    seeds = held_out_seeds(n_episodes, EVAL_SEED_BASE)
+    from mission_gym.evaluation import EVAL_SEED_BASE
 
     def evaluate(model: Any) -> EvalRecord:
         vecnorm = find_vec_normalize(model.get_env())
@@ -273,30 +299,18 @@ def make_evaluator(
                 obs = vecnorm.normalize_obs(obs)
             return model.predict(obs, deterministic=True)[0]
 
-        t0 = time.perf_counter()
-        if env_id == MISSION_ENV_ID:
-            res = evaluate_mission(predict, n_episodes, seeds, env_kwargs=env_kwargs)
-            if frames_dir is not None:
-                from mission_gym.dashboard.video import record_eval_frames
+        rec = eval_record(predict, env_id, env_kwargs, n_episodes, model.num_timesteps)
+        if env_id == MISSION_ENV_ID and frames_dir is not None:
+            from mission_gym.dashboard.video import record_eval_frames
 
-                record_eval_frames(
-                    frames_dir, lambda o: predict(o[None])[0], int(model.num_timesteps), env_kwargs=env_kwargs, seed=seeds[0]
-                )
-        else:
-            res = evaluate_gym(predict, env_id, n_episodes, seeds, env_kwargs=env_kwargs)
-        ci = res.win_ci95 or (None, None)
-        return EvalRecord(
-            timesteps=int(model.num_timesteps),
-            mean_return=res.mean_return,
-            std_return=res.std_return,
-            mean_ep_length=res.mean_length,
-            n_episodes=res.episodes,
-            win_rate=res.win_rate,
-            win_ci_low=ci[0],
-            win_ci_high=ci[1],
-            eval_s=time.perf_counter() - t0,
-            outcomes=dict(res.outcomes),
-        )
+            record_eval_frames(
+                frames_dir,
+                lambda o: predict(o[None])[0],
+                int(model.num_timesteps),
+                env_kwargs=env_kwargs,
+                seed=EVAL_SEED_BASE,
+            )
+        return rec
 
     return evaluate
 
@@ -408,6 +422,22 @@ class StopFlagCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         return not self.flag()
+
+
+class StopAtStepCallback(BaseCallback):
+    """Pauses training at the first rollout that starts at or after ``stop_at`` env steps (``--stop-at``): every
+    step counted before it has been trained on; the run continues with ``--resume``."""
+
+    def __init__(self, stop_at: int) -> None:
+        super().__init__()
+        self.stop_at = stop_at
+        self.reached = False
+
+    def _on_rollout_start(self) -> None:
+        self.reached = self.model.num_timesteps >= self.stop_at
+
+    def _on_step(self) -> bool:
+        return not self.reached
 
 
 def run_progress(model: Any) -> float:

@@ -62,6 +62,42 @@ class CurriculumStep(BaseModel):
     until: float = Field(gt=0, le=1, description="fraction of the run's timesteps where the game's own value is reached")
 
 
+class PopulationCut(BaseModel):
+    """At ``at`` (a fraction of the run's timesteps) the best ``keep`` members carry on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    at: float = Field(gt=0, lt=1, description="fraction of the run's timesteps where the members are compared")
+    keep: int = Field(ge=1, description="members that carry on")
+
+
+class Population(BaseModel):
+    """Several members of the configuration, one seed each, trained side by side as separate processes
+    (``population:`` in a preset; :mod:`mission_gym.training.population`). At each cut the members are scored by
+    a fresh evaluation of ``episodes`` games on the evaluation seeds and the best ``keep`` carry on; the best model
+    at the end is the run's. ``size: 1`` (the default) is an ordinary run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size: int = Field(1, ge=1, le=64, description="members started (the first keeps the run's seed)")
+    cuts: list[PopulationCut] = Field(default_factory=list)
+    episodes: int = Field(200, ge=1, description="evaluation episodes per member at each cut and at the end")
+
+    @model_validator(mode="after")
+    def _check_cuts(self) -> Population:
+        ats = [c.at for c in self.cuts]
+        if any(b <= a for a, b in zip(ats, ats[1:])):
+            raise ValueError(f"population.cuts: 'at' must increase, got {ats}")
+        alive = self.size
+        for cut in self.cuts:
+            if cut.keep >= alive:
+                raise ValueError(
+                    f"population.cuts: keep {cut.keep} at {cut.at} must be fewer than the {alive} members before it"
+                )
+            alive = cut.keep
+        return self
+
+
 class TrainConfig(BaseModel):
     """Everything a training run needs; a preset file sets any subset of these fields.
 
@@ -98,6 +134,7 @@ class TrainConfig(BaseModel):
     target_kl: float | None = Field(None, gt=0)
     phases: list[Phase] = Field(default_factory=list, description="later parts of the run with their own lr/entropy")
     curriculum: list[CurriculumStep] = Field(default_factory=list, description="game settings that start easier")
+    population: Population = Field(default_factory=Population, description="members trained side by side")
     normalize: bool = Field(False, description="VecNormalize observations")
     normalize_reward: bool = Field(False, description="VecNormalize rewards too (needs normalize)")
     vec_env: VecEnvKind = "auto"

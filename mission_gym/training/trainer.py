@@ -31,6 +31,7 @@ from mission_gym.training.callbacks import (
     RolloutThreadsCallback,
     StepCheckpointCallback,
     StepEvalCallback,
+    StopAtStepCallback,
     StopFlagCallback,
     TimingCallback,
     Timings,
@@ -292,37 +293,15 @@ class Trainer:
         return device, threads
 
     @classmethod
-    def create(
-        cls,
-        config: TrainConfig,
-        runs_dir: str | Path = "runs",
-        run_name: str | None = None,
-        parent_checkpoint: str | Path | None = None,
-        branch_name: str | None = None,
-        notes: str | None = None,
-        command: str | None = None,
-        progress: bool = True,
-    ) -> Trainer:
-        """Validate everything, build env and model, then make the run directory.
+    def _build(
+        cls, config: TrainConfig, runs_dir: str | Path, parent_checkpoint: str | Path | None
+    ) -> tuple[TrainConfig, Any, Any, Curriculum | None, dict[str, Any] | None, str, int]:
+        """Check a finalised configuration by building its env and model: ``(config with the vec env kind
+        resolved, venv, model, curriculum, parent info, device, threads)``.
 
-        :param config: the configuration (preset plus flags)
-        :param runs_dir: parent of the run directory
-        :param run_name: the run's directory name (default ``<env>_<preset>_<time>``, or the branch name)
-        :param parent_checkpoint: start from this model's weights (a branch); its VecNormalize statistics too
-        :param branch_name: the branch's name (required with ``parent_checkpoint``)
-        :param notes: free text kept in ``lineage.json``
-        :param command: the command line, for ``command.txt``
-        :raises ConfigError: for any bad input; nothing is created then
+        :raises ConfigError: for anything wrong; the env is closed then
         """
         from stable_baselines3 import PPO
-
-        config = finalize_config(config)
-        if (parent_checkpoint is None) != (branch_name is None):
-            raise ConfigError("--parent-checkpoint and --branch-name go together (a branch needs both)")
-        name = check_run_name(run_name or branch_name or default_run_name(config.env, config.preset))
-        run = RunDir(Path(runs_dir) / name)
-        if run.path.exists():
-            raise ConfigError(f"run directory {str(run.path)!r} already exists; pick another --run-name or --resume it")
 
         cores = hardware.available_cores()
         kind = resolve_kind(config.vec_env, config.env, config.n_envs, cores)
@@ -359,6 +338,56 @@ class Trainer:
             venv.close()
             raise
         config = config.model_copy(update={"vec_env": kind})
+
+        return config, venv, model, curriculum, parent_info, device, threads
+
+    @classmethod
+    def check(cls, config: TrainConfig) -> TrainConfig:
+        """Everything :meth:`create` checks for a new run of ``config``, making nothing: the env and model are
+        built and closed (a population run checks its members' configuration this way before it starts them).
+
+        :returns: the finalised configuration
+        :raises ConfigError: for bad input
+        """
+        config = finalize_config(config)
+        config, venv, _, _, _, _, _ = cls._build(config, ".", None)
+        venv.close()
+        return config
+
+    @classmethod
+    def create(
+        cls,
+        config: TrainConfig,
+        runs_dir: str | Path = "runs",
+        run_name: str | None = None,
+        parent_checkpoint: str | Path | None = None,
+        branch_name: str | None = None,
+        notes: str | None = None,
+        command: str | None = None,
+        progress: bool = True,
+    ) -> Trainer:
+        """Validate everything, build env and model, then make the run directory.
+
+        :param config: the configuration (preset plus flags)
+        :param runs_dir: parent of the run directory
+        :param run_name: the run's directory name (default ``<env>_<preset>_<time>``, or the branch name)
+        :param parent_checkpoint: start from this model's weights (a branch); its VecNormalize statistics too
+        :param branch_name: the branch's name (required with ``parent_checkpoint``)
+        :param notes: free text kept in ``lineage.json``
+        :param command: the command line, for ``command.txt``
+        :raises ConfigError: for any bad input; nothing is created then
+        """
+
+        config = finalize_config(config)
+        if (parent_checkpoint is None) != (branch_name is None):
+            raise ConfigError("--parent-checkpoint and --branch-name go together (a branch needs both)")
+        name = check_run_name(run_name or branch_name or default_run_name(config.env, config.preset))
+        run = RunDir(Path(runs_dir) / name)
+        if run.path.exists():
+            raise ConfigError(f"run directory {str(run.path)!r} already exists; pick another --run-name or --resume it")
+
+        config, venv, model, curriculum, parent_info, device, threads = cls._build(config, runs_dir, parent_checkpoint)
+        kind = config.vec_env
 
         # Everything checked: now the run directory.
         run.create()
@@ -479,8 +508,12 @@ class Trainer:
         return cls(config, run_dir, model, device, threads, resume_step=step, progress=progress, curriculum=curriculum)
 
     # --- training ---------------------------------------------------------------------------------------------
-    def train(self) -> TrainResult:
-        """Train to the target step count; on SIGINT/SIGTERM or a crash, save a checkpoint and finish the files."""
+    def train(self, stop_at: int | None = None) -> TrainResult:
+        """Train to the target step count; on SIGINT/SIGTERM or a crash, save a checkpoint and finish the files.
+
+        :param stop_at: pause once this many env steps are trained (status ``paused``, exit code 0, a checkpoint
+            saved, no final model); ``--resume`` continues the run with its schedules where they were
+        """
         import torch
         from stable_baselines3.common.callbacks import CallbackList, ProgressBarCallback
 
@@ -511,6 +544,9 @@ class Trainer:
             callbacks.append(EntropyPhaseCallback(ent_schedule))
         if self.curriculum is not None:
             callbacks.append(CurriculumCallback(self.curriculum))
+        pause = StopAtStepCallback(stop_at) if stop_at is not None else None
+        if pause is not None:
+            callbacks.append(pause)
         if self.progress and sys.stderr.isatty():
             callbacks.append(ProgressBarCallback())
 
@@ -539,6 +575,8 @@ class Trainer:
             )
             if received:
                 status, exit_code = "interrupted", EXIT_SIGNAL[signal.Signals(received[0])]
+            elif pause is not None and pause.reached:
+                status, message = "paused", f"paused at --stop-at {stop_at:,}; --resume {run.path} continues it"
         except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
             status, exit_code = "crashed", 1
             message = f"an env worker process died ({type(exc).__name__}); its traceback is above"

@@ -1,0 +1,368 @@
+"""Population runs (``population:`` in a preset): several members of one configuration, one seed each, train
+side by side as their own ``train_ppo`` processes, so every core of the machine works on one result.
+
+At each cut (a fraction of the run) every member is scored by a fresh evaluation of ``episodes`` games on the
+in-training evaluation seeds and only the best ``keep`` carry on; at the end the survivors' best and final models
+are scored the same way and the best of them is the run's ``best_model.zip``. PPO on Mission Gym settles on a
+plan early and a seed's evaluation at 30-40% of the run already ranks it among its siblings (docs/results.md),
+so a cut there spends the cores on the members worth finishing.
+
+A member is an ordinary run under ``<run>/members/`` (``m0`` keeps the run's seed); the winner's files
+(checkpoints, curves, TensorBoard events, models) are copied into the run directory, so ``evaluate``,
+``record_video`` and the dashboards treat a population run like any other. ``population.json`` records every
+score and which members were kept. Ctrl-C or SIGTERM reaches every member (each saves a checkpoint) and
+``--resume RUN`` carries on from the members' checkpoints and the cuts already made.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
+from mission_gym.training import hardware
+from mission_gym.training.callbacks import EvalRecord, eval_record, refresh_dashboard
+from mission_gym.training.presets import Population, TrainConfig
+from mission_gym.training.rundir import (
+    RunDir,
+    atomic_write_text,
+    check_run_name,
+    config_hash,
+    default_run_name,
+    read_json,
+    resolve_run_dir,
+    vecnormalize_path,
+    write_json,
+)
+from mission_gym.training.trainer import Trainer, _hardware, _now, _versions
+
+MEMBERS = "members"
+STATE = "population.json"
+EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+STATUS_EVERY_S = 60.0
+
+
+def member_seeds(seed: int, size: int) -> list[int]:
+    """The members' seeds: the run's own first, then independent streams drawn from it."""
+    children = np.random.SeedSequence(seed).spawn(size - 1)
+    return [seed] + [int(c.generate_state(1)[0] % 2**31) for c in children]
+
+
+def stages(config: TrainConfig) -> list[tuple[int, int]]:
+    """``(step, members kept after it)`` for each cut, then ``(timesteps, 1)`` for the end of the run."""
+    cuts = [(max(1, round(c.at * config.timesteps)), c.keep) for c in config.population.cuts]
+    return [*cuts, (config.timesteps, 1)]
+
+
+@dataclass
+class PopulationResult:
+    """What a population session did; ``exit_code`` 0, 1 (every member failed), 130 or 143 (stopped)."""
+
+    run_dir: Path
+    status: str
+    exit_code: int
+    wall_s: float
+    winner: str | None = None
+    winner_model: str | None = None
+    record: EvalRecord | None = None
+    message: str = ""
+
+    def summary(self) -> str:
+        lines = [f"{self.status}: population run {self.run_dir} in {self.wall_s:.1f} s"]
+        if self.winner is not None and self.record is not None:
+            rec = self.record
+            win = (
+                ""
+                if rec.win_rate is None
+                else f"win rate {100 * rec.win_rate:.1f}% ({rec.win_ci_low:.2f}-{rec.win_ci_high:.2f})  "
+            )
+            lines.append(
+                f"  best: member {self.winner}'s {self.winner_model} at {rec.timesteps:,} steps, "
+                f"{rec.n_episodes} evaluation episodes: {win}return {rec.mean_return:.2f}"
+            )
+        if self.message:
+            lines.append(f"  {self.message}")
+        return "\n".join(lines)
+
+
+class PopulationRun:
+    """A population run. Build it with :meth:`create` or :meth:`resume`, then :meth:`train`.
+
+    :param config: the run's configuration (``population.size`` > 1)
+    :param run: its directory
+    """
+
+    def __init__(self, config: TrainConfig, run: RunDir) -> None:
+        self.config, self.run = config, run
+        self.members_dir = run.path / MEMBERS
+        self.state: dict[str, Any] = read_json(run / STATE)
+        self._received: list[int] = []
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    # --- construction ---------------------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        config: TrainConfig,
+        runs_dir: str | Path = "runs",
+        run_name: str | None = None,
+        notes: str | None = None,
+        command: str | None = None,
+    ) -> PopulationRun:
+        """Check the members' configuration (building one member's env and model), then make the run directory.
+
+        :raises ConfigError: for bad input; nothing is created then
+        """
+        name = check_run_name(run_name or default_run_name(config.env, config.preset))
+        run = RunDir(Path(runs_dir) / name)
+        if run.path.exists():
+            raise ConfigError(f"run directory {str(run.path)!r} already exists; pick another --run-name or --resume it")
+        checked = Trainer.check(member_config(config, config.seed))
+        config = config.model_copy(update={"batch_size": checked.batch_size, "vec_env": checked.vec_env})
+        seeds = member_seeds(config.seed, config.population.size)
+
+        run.create()
+        config_data = config.model_dump()
+        atomic_write_text(run / "config.yaml", dump_yaml(config_data))
+        atomic_write_text(run / "command.txt", (command or " ".join(sys.argv)) + "\n")
+        write_json(
+            run / "lineage.json",
+            {
+                "run": name,
+                "parent": None,
+                "root": name,
+                "branch": None,
+                "notes": notes,
+                "config_hash": config_hash(config_data),
+                "created": _now(),
+            },
+        )
+        write_json(
+            run / "metadata.json",
+            {
+                "run": name,
+                "env_id": config.env,
+                "preset": config.preset,
+                "status": "created",
+                "target_timesteps": config.timesteps,
+                "timesteps": 0,
+                "notes": notes,
+                "versions": _versions(),
+                "hardware": _hardware("cpu", 1),
+                "created": _now(),
+                "population": {"size": config.population.size, "seeds": seeds},
+            },
+        )
+        (run.path / MEMBERS).mkdir()
+        members = [{"name": f"m{k}", "seed": s} for k, s in enumerate(seeds)]
+        for m in members:
+            path = run.path / MEMBERS / f"{m['name']}.yaml"
+            atomic_write_text(path, dump_yaml(member_config(config, m["seed"]).model_dump()))
+        write_json(run / STATE, {"members": members, "cuts": []})
+        return cls(config, run)
+
+    @classmethod
+    def resume(cls, run: str | Path, runs_dir: str | Path = "runs") -> PopulationRun:
+        """Continue a population run: members carry on from their checkpoints, cuts already made stand.
+
+        :raises ConfigError: when the directory is not a population run
+        """
+        run_dir = RunDir(resolve_run_dir(run, runs_dir))
+        config = validate(TrainConfig, read_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
+        state = read_json(run_dir / STATE)
+        if config.population.size < 2 or not state.get("members"):
+            raise ConfigError(f"run {str(run_dir.path)!r} is not a population run (no {STATE})")
+        if len(state.get("cuts", [])) >= len(stages(config)) and (run_dir / "final_model.zip").is_file():
+            raise ConfigError(f"population run {run_dir.name!r} already finished")
+        return cls(config, run_dir)
+
+    # --- training ---------------------------------------------------------------------------------------------
+    def train(self) -> PopulationResult:
+        """Train the members through every cut to the end; copy the winner into the run directory."""
+        t0 = time.perf_counter()
+        previous = {s: signal.signal(s, self._on_signal) for s in EXIT_SIGNAL}
+        self.run.update_metadata(status="running", started=self.run_started())
+        try:
+            result = self._train()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        result.wall_s = time.perf_counter() - t0
+        self.run.update_metadata(
+            status=result.status, ended=_now(), result={"winner": result.winner, "message": result.message}
+        )
+        refresh_dashboard(self.run, force=True)
+        return result
+
+    def run_started(self) -> str:
+        return read_json(self.run / "metadata.json").get("started") or _now()
+
+    def _train(self) -> PopulationResult:
+        done_cuts = self.state.setdefault("cuts", [])
+        active = [m["name"] for m in self.state["members"]]
+        for i, (step, keep) in enumerate(stages(self.config)):
+            if i < len(done_cuts):
+                active = done_cuts[i]["kept"]
+                continue
+            final = step >= self.config.timesteps
+            what = "the end" if final else f"step {step:,} ({100 * step / self.config.timesteps:.0f}%)"
+            print(f"population: {', '.join(active)} train to {what}", flush=True)
+            codes = self._bring_to(active, step) if not self._received else {}
+            if self._received:
+                signum = self._received[0]
+                msg = "every member saved a checkpoint; --resume continues the population"
+                return PopulationResult(self.run.path, "interrupted", EXIT_SIGNAL[signal.Signals(signum)], 0.0, message=msg)
+            failed = [m for m in active if codes.get(m, 1) != 0]
+            for m in failed:
+                print(f"population: member {m} failed (exit {codes.get(m)}); see {self.members_dir / (m + '.log')}")
+            alive = [m for m in active if m not in failed]
+            if not alive:
+                return PopulationResult(self.run.path, "crashed", 1, 0.0, message="every member failed; see members/*.log")
+            scores = self._score(alive, step, final)
+            ranked = sorted(scores, key=lambda s: EvalRecord(**s["record"]).score(), reverse=True)
+            kept = list(dict.fromkeys(s["member"] for s in ranked))[:keep]
+            for s in ranked:
+                mark = "*" if (s is ranked[0] if final else s["member"] in kept) else " "
+                print(f"  {mark} {s['member']:>4} {s['model']:<28} {_describe(EvalRecord(**s['record']))}")
+            done_cuts.append({"step": step, "scores": scores, "kept": kept, "failed": failed, "best": ranked[0]})
+            write_json(self.run / STATE, self.state)
+            active = kept
+        best = done_cuts[-1]["best"]
+        self._adopt(best)
+        rec = EvalRecord(**best["record"])
+        return PopulationResult(
+            self.run.path, "finished", 0, 0.0, winner=best["member"], winner_model=best["model"], record=rec
+        )
+
+    def _threads(self, n_members: int) -> int:
+        return self.config.num_threads or max(1, hardware.available_cores() // max(1, n_members))
+
+    def _bring_to(self, names: list[str], step: int) -> dict[str, int]:
+        """Run each member that has not reached ``step`` (a new run or ``--resume``) until it has; exit codes."""
+        codes: dict[str, int] = {}
+        todo = []
+        for name in names:
+            reached = RunDir(self.members_dir / name)
+            latest = reached.latest_checkpoint()
+            if step < self.config.timesteps:
+                done = latest is not None and latest[0] >= step
+            else:
+                done = (reached / "final_model.zip").is_file()
+            if done:
+                codes[name] = 0
+            else:
+                todo.append(name)
+        threads = self._threads(len(todo))
+        for name in todo:
+            cmd = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--runs-dir", str(self.members_dir), "--no-progress"]
+            if (self.members_dir / name / "config.yaml").is_file():
+                cmd += ["--resume", name]
+            else:
+                cmd += ["--preset", str(self.members_dir / f"{name}.yaml"), "--run-name", name]
+            cmd += ["--num-threads", str(threads)]
+            if step < self.config.timesteps:
+                cmd += ["--stop-at", str(step)]
+            log = open(self.members_dir / f"{name}.log", "ab")
+            log.write(("$ " + " ".join(cmd) + "\n").encode())
+            log.flush()
+            # its own session: a Ctrl-C at the terminal reaches the members once, through _on_signal
+            self._procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            log.close()
+        last_status = time.monotonic()
+        while self._procs:
+            time.sleep(0.5)
+            for name, proc in list(self._procs.items()):
+                if proc.poll() is not None:
+                    codes[name] = proc.returncode
+                    del self._procs[name]
+            if self._procs and time.monotonic() - last_status >= STATUS_EVERY_S:
+                last_status = time.monotonic()
+                print("  " + "  ".join(f"{n} {_steps(self.members_dir / n):,}" for n in todo), flush=True)
+        return codes
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        first = not self._received
+        self._received.append(signum)
+        if first:
+            print(f"\n{signal.Signals(signum).name}: telling every member to save a checkpoint and stop...", file=sys.stderr)
+        for proc in self._procs.values():
+            try:
+                os.killpg(proc.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def _score(self, names: list[str], step: int, final: bool) -> list[dict[str, Any]]:
+        """A fresh evaluation of each member's model at a cut (its newest checkpoint), or at the end (its best and
+        final models)."""
+        from mission_gym.training.agent import load_agent
+
+        out = []
+        for name in names:
+            member = RunDir(self.members_dir / name)
+            if final:
+                models = [member / "best_model.zip", member / "final_model.zip"]
+            else:
+                latest = member.latest_checkpoint()
+                models = [latest[1]] if latest else []
+            for path in models:
+                if not path.is_file():
+                    continue
+                agent = load_agent(path, device="cpu")
+                episodes = self.config.population.episodes
+                rec = eval_record(agent.predict, self.config.env, self.config.env_kwargs, episodes, agent.model.num_timesteps)
+                out.append({"member": name, "model": str(path.relative_to(member.path)), "record": rec.__dict__})
+        return out
+
+    def _adopt(self, best: dict[str, Any]) -> None:
+        """Copy the winning member's files into the run directory; its best-scoring model is ``best_model.zip``."""
+        src = RunDir(self.members_dir / best["member"])
+        dst = self.run
+        for name in ("progress.csv", "evaluations.csv", "final_model.zip", "final_vecnormalize.pkl"):
+            if (src / name).is_file():
+                shutil.copy2(src / name, dst / name)
+        for name in ("checkpoints", "tb", "frames"):
+            if (src / name).is_dir():
+                shutil.copytree(src / name, dst / name, dirs_exist_ok=True)
+        model = src / best["model"]
+        shutil.copy2(model, dst / "best_model.zip")
+        stats = vecnormalize_path(model)
+        if stats.is_file():
+            shutil.copy2(stats, vecnormalize_path(dst / "best_model.zip"))
+        meta = read_json(src / "metadata.json")
+        dst.update_metadata(
+            timesteps=meta.get("timesteps", self.config.timesteps),
+            winner={"member": best["member"], "model": best["model"], "evaluation": best["record"]},
+        )
+
+
+def member_config(config: TrainConfig, seed: int) -> TrainConfig:
+    """A member's configuration: the run's, with its own seed and no population of its own."""
+    return config.model_copy(update={"seed": seed, "population": Population()})
+
+
+def _steps(run_path: Path) -> int:
+    """A member's step count from the last row of its ``progress.csv`` (0 before the first)."""
+    path = run_path / "progress.csv"
+    try:
+        with open(path, "rb") as f:
+            header = f.readline().decode().rstrip("\n").split(",")
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            last = f.read().decode(errors="replace").rstrip("\n").rsplit("\n", 1)[-1].split(",")
+        return int(float(last[header.index("time/total_timesteps")]))
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _describe(rec: EvalRecord) -> str:
+    win = "" if rec.win_rate is None else f"win {100 * rec.win_rate:5.1f}%  "
+    return f"{rec.timesteps:>11,} steps  {win}return {rec.mean_return:8.2f}  ({rec.n_episodes} episodes)"

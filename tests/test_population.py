@@ -1,0 +1,142 @@
+"""Population runs and ``--stop-at``: members side by side, cuts by a fresh evaluation, the winner's files in the
+run directory, Ctrl-C and ``--resume`` of a population, and pausing a single run."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mission_gym.config.yaml_io import ConfigError
+from mission_gym.training.callbacks import EvalRecord
+from mission_gym.training.population import member_seeds, stages
+from mission_gym.training.presets import apply_overrides, load_preset
+from mission_gym.training.rundir import RunDir
+
+CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
+CARTPOLE = ["--preset", "quick", "--env", "CartPole-v1", "--vec-env", "dummy", "--n-envs", "2", "--n-steps", "64"]
+CARTPOLE += ["--eval-freq", "0", "--save-freq", "128", "--no-progress"]
+
+
+def run_cli(args: list[str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_population_config_is_checked():
+    base = load_preset("quick")
+    ok = apply_overrides(base, {"population": {"size": 4, "cuts": [{"at": 0.3, "keep": 2}, {"at": 0.6, "keep": 1}]}})
+    assert stages(ok) == [(614, 2), (1229, 1), (2048, 1)]
+    assert stages(base) == [(2048, 1)] and base.population.size == 1
+    with pytest.raises(ConfigError, match="keep 2 at 0.5 must be fewer than the 2 members"):
+        apply_overrides(base, {"population": {"size": 2, "cuts": [{"at": 0.5, "keep": 2}]}})
+    with pytest.raises(ConfigError, match="'at' must increase"):
+        apply_overrides(base, {"population": {"size": 4, "cuts": [{"at": 0.6, "keep": 2}, {"at": 0.3, "keep": 1}]}})
+    with pytest.raises(ConfigError, match="at"):
+        apply_overrides(base, {"population": {"size": 4, "cuts": [{"at": 1.0, "keep": 2}]}})
+
+
+def test_member_seeds_are_distinct_reproducible_and_start_with_the_run_seed():
+    seeds = member_seeds(7, 5)
+    assert seeds[0] == 7 and len(set(seeds)) == 5 and seeds == member_seeds(7, 5)
+    assert member_seeds(8, 5)[1:] != seeds[1:] and member_seeds(7, 1) == [7]
+
+
+def test_stop_at_pauses_and_resume_finishes(tmp_path):
+    paused = run_cli([*CARTPOLE, "--timesteps", "512", "--run-name", "s", "--stop-at", "256"], tmp_path)
+    assert paused.returncode == 0, paused.stderr
+    run = RunDir(tmp_path / "runs" / "s")
+    meta = json.loads((run / "metadata.json").read_text())
+    step = run.latest_checkpoint()[0]
+    assert meta["status"] == "paused" and 256 <= step < 512 and meta["timesteps"] == step
+    assert not (run / "final_model.zip").exists() and "--resume" in paused.stdout
+    done = run_cli(["--resume", "s", "--no-progress"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run / "metadata.json").read_text())["status"] == "finished"
+    assert (run / "final_model.zip").is_file()
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--stop-at", "0"], "--stop-at 0"),
+        (["--stop-at", "5000"], "below the run's 2,048"),
+        (["--hyperparams", "population={size: 2}", "--stop-at", "100"], "--stop-at does not apply to a population"),
+        (["--hyperparams", "population={size: 2, cuts: [{at: 0.5, keep: 3}]}"], "must be fewer than the 2 members"),
+        (["--hyperparams", "population={size: 2, episods: 3}"], "episods"),
+    ],
+)
+def test_bad_population_and_stop_at_input(tmp_path, monkeypatch, capsys, args, expected):
+    from mission_gym.scripts.train_ppo import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["--preset", "quick", "--no-progress", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert expected in err, err
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_population_run_cuts_and_adopts_the_best_member(tmp_path):
+    pop = "population={size: 3, cuts: [{at: 0.5, keep: 2}], episodes: 4}"
+    proc = run_cli(["--preset", "quick", "--timesteps", "1024", "--run-name", "p", "--hyperparams", pop, "--no-progress"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = tmp_path / "runs" / "p"
+    state = json.loads((run / "population.json").read_text())
+    assert [m["name"] for m in state["members"]] == ["m0", "m1", "m2"] and state["members"][0]["seed"] == 0
+    cut, end = state["cuts"]
+    assert cut["step"] == 512 and len(cut["scores"]) == 3 and len(cut["kept"]) == 2
+    best_at_cut = max(cut["scores"], key=lambda s: EvalRecord(**s["record"]).score())
+    assert best_at_cut["member"] in cut["kept"]
+    dropped = ({"m0", "m1", "m2"} - set(cut["kept"])).pop()
+    assert not (run / "members" / dropped / "final_model.zip").exists()  # a member cut early is not finished
+    assert {s["member"] for s in end["scores"]} == set(cut["kept"]) and len(end["scores"]) == 4  # best + final each
+    best = end["best"]
+    assert all(EvalRecord(**best["record"]).score() >= EvalRecord(**s["record"]).score() for s in end["scores"])
+    # the run directory holds the winner's files, so every tool treats it like any other run
+    winner = run / "members" / best["member"]
+    assert (run / "best_model.zip").read_bytes() == (winner / best["model"]).read_bytes()
+    for name in ("final_model.zip", "progress.csv", "evaluations.csv", "best_vecnormalize.pkl"):
+        assert (run / name).read_bytes() == (winner / name).read_bytes(), name
+    assert RunDir(run).checkpoints() and list((run / "tb").iterdir())
+    meta = json.loads((run / "metadata.json").read_text())
+    assert meta["status"] == "finished" and meta["winner"]["member"] == best["member"] and meta["timesteps"] >= 1024
+    assert f"best: member {best['member']}'s" in proc.stdout
+    from mission_gym.training.agent import load_agent
+
+    agent = load_agent(run)
+    assert agent.model_path == run / "best_model.zip" and agent.env_id == "MissionGym-v0"
+
+
+def test_population_interrupt_then_resume(tmp_path):
+    pop = "population={size: 2, cuts: [{at: 0.5, keep: 1}], episodes: 2}"
+    args = [*CARTPOLE, "--timesteps", "12000", "--run-name", "p", "--hyperparams", pop]
+    proc = subprocess.Popen(CLI + args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    members = [RunDir(tmp_path / "runs" / "p" / "members" / m) for m in ("m0", "m1")]
+    deadline = time.monotonic() + 120
+    while not all(m.checkpoints() for m in members):
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "no member checkpoint in time"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    for m in members:
+        assert json.loads((m / "metadata.json").read_text())["status"] == "interrupted"
+    run = tmp_path / "runs" / "p"
+    assert json.loads((run / "metadata.json").read_text())["status"] == "interrupted"
+    assert json.loads((run / "population.json").read_text())["cuts"] == []
+    bad = run_cli(["--resume", "p", "--timesteps", "1000"], tmp_path)  # the cuts are fixed by the run's plan
+    assert bad.returncode == 2 and "population run" in bad.stderr and bad.stderr.count("\n") == 1
+    done = run_cli(["--resume", "p", "--no-progress"], tmp_path)  # members carry on from their checkpoints
+    assert done.returncode == 0, done.stdout + done.stderr
+    cut, end = json.loads((run / "population.json").read_text())["cuts"]
+    assert cut["step"] == 6000 and len(cut["kept"]) == 1 and end["best"]["member"] == cut["kept"][0]
+    for m in members:
+        sessions = json.loads((m / "metadata.json").read_text())["sessions"]
+        assert len(sessions) >= 2 and sessions[1]["start_timesteps"] == sessions[0]["end_timesteps"]
+    assert (run / "final_model.zip").is_file()
