@@ -83,7 +83,9 @@ def test_bad_population_and_stop_at_input(tmp_path, monkeypatch, capsys, args, e
 
 def test_population_run_cuts_and_adopts_the_best_member(tmp_path):
     pop = "population={size: 3, cuts: [{at: 0.5, keep: 2}], episodes: 4}"
-    proc = run_cli(["--preset", "quick", "--timesteps", "1024", "--run-name", "p", "--hyperparams", pop, "--no-progress"], tmp_path)
+    proc = run_cli(
+        ["--preset", "quick", "--timesteps", "1024", "--run-name", "p", "--hyperparams", pop, "--no-progress"], tmp_path
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = tmp_path / "runs" / "p"
     state = json.loads((run / "population.json").read_text())
