@@ -2,8 +2,9 @@
 
     python tools/plot_learning_curves.py RUN_DIR [RUN_DIR ...] --out docs/img/learning_curves.png
 
-One line per run in three panels against wall-clock minutes: the training win rate (``mission/win_rate``,
-the share of episodes finished in each rollout that were captures), the in-training evaluation win rate
+One line per run in three panels against wall-clock minutes of training (summed over a resumed run's
+sessions): the training win rate (``mission/win_rate``, the share of episodes finished in each rollout that were
+captures), the in-training evaluation win rate
 (``eval/win_rate``, fixed evaluation seeds) and the mean episode return (``rollout/ep_rew_mean``).
 """
 
@@ -20,11 +21,19 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def _series(rows: list[dict[str, str]], key: str) -> tuple[list[float], list[float]]:
+    """``(minutes, values)`` of ``key``; a resumed run's clock (SB3 restarts ``time_elapsed`` each session)
+    continues from where the previous session's stopped."""
     xs, ys = [], []
+    offset, last = 0.0, 0.0
     for r in rows:
         v, t = r.get(key, ""), r.get("time/time_elapsed", "")
-        if v not in ("", None) and t not in ("", None):
-            xs.append(float(t) / 60.0)
+        if t in ("", None):
+            continue
+        if float(t) + offset < last:  # a new session
+            offset = last
+        last = float(t) + offset
+        if v not in ("", None):
+            xs.append(last / 60.0)
             ys.append(float(v))
     return xs, ys
 

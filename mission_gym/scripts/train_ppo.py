@@ -198,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if population is not None:
         pop_result = population.train()
         print(pop_result.summary())
+        print(f"  tensorboard --logdir {population.run.path / 'tb'}   (every member: {population.members_dir})")
         return pop_result.exit_code
     result = trainer.train(stop_at=args.stop_at)
     print(result.summary())
@@ -214,10 +215,14 @@ def _check_stop_at(stop_at: int | None, step: int, target: int) -> None:
 
 def _is_population(run: str, runs_dir: str) -> bool:
     """Whether ``--resume RUN`` names a population run (one with ``population.json``)."""
+    from mission_gym.config.yaml_io import ConfigError
     from mission_gym.training.population import STATE
     from mission_gym.training.rundir import resolve_run_dir
 
-    return (resolve_run_dir(run, runs_dir) / STATE).is_file()
+    try:
+        return (resolve_run_dir(run, runs_dir) / STATE).is_file()
+    except ConfigError:
+        return False  # Trainer.resume names what is wrong
 
 
 if __name__ == "__main__":
