@@ -3,7 +3,6 @@ and the final summary (also written as ``summary.json`` next to the logs)."""
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import time
@@ -15,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mission_gym.launch.jobs import Job
+from mission_gym.training.rundir import read_last_progress
 
 #: states a job can end in, and which count as success
 FINAL_STATES = ("done", "failed", "interrupted", "killed", "skipped", "cancelled")
@@ -94,42 +94,6 @@ class JobRecord:
             "reason": self.reason or None,
             "last_progress": self.progress or None,
         }
-
-
-def read_last_progress(path: Path, tail_bytes: int = 65536) -> dict[str, str]:
-    """The latest value of every column of an SB3 ``progress.csv`` (within its last ``tail_bytes``); ``{}`` before
-    the first row.
-
-    Rows need not fill every column (an evaluation row carries no ``time/fps``), so each column takes its value
-    from the newest row that has one. SB3 rewrites the file with a wider header when new keys appear, so the
-    header is read every time.
-    """
-    try:
-        with open(path, "rb") as f:
-            header = f.readline().decode(errors="replace").strip()
-            f.seek(0, io.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - tail_bytes))
-            tail = f.read().decode(errors="replace")
-    except OSError:
-        return {}
-    if not header:
-        return {}
-    names = next(csv.reader([header]))
-    lines = tail.split("\n")[:-1]  # text after the last newline may be half-written
-    out: dict[str, str] = {}
-    for line in reversed(lines):
-        if not line.strip() or line.strip() == header:
-            continue
-        values = next(csv.reader([line]))
-        if len(values) != len(names):  # a row cut by the tail window, or one written before the header grew
-            continue
-        for k, v in zip(names, values):
-            if v != "" and k not in out:
-                out[k] = v
-        if len(out) == len(names):
-            break
-    return out
 
 
 def log_tail(path: Path, lines: int = 20) -> list[str]:

@@ -39,15 +39,15 @@ from mission_gym.training.rundir import (
     config_hash,
     default_run_name,
     read_json,
+    read_last_progress,
     resolve_run_dir,
     vecnormalize_path,
     write_json,
 )
-from mission_gym.training.trainer import Trainer, _hardware, _now, _versions
+from mission_gym.training.trainer import EXIT_SIGNAL, Trainer, _hardware, _now, _versions
 
 MEMBERS = "members"
 STATE = "population.json"
-EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 STATUS_EVERY_S = 60.0
 
 
@@ -157,7 +157,7 @@ class PopulationRun:
                 "timesteps": 0,
                 "notes": notes,
                 "versions": _versions(),
-                "hardware": _hardware("cpu", 1),
+                "hardware": _hardware(hardware.resolve_device(config.device), config.num_threads or 0),
                 "created": _now(),
                 "population": {"size": config.population.size, "seeds": seeds},
             },
@@ -350,16 +350,10 @@ def member_config(config: TrainConfig, seed: int) -> TrainConfig:
 
 
 def _steps(run_path: Path) -> int:
-    """A member's step count from the last row of its ``progress.csv`` (0 before the first)."""
-    path = run_path / "progress.csv"
+    """A member's step count from its ``progress.csv`` (0 before the first row)."""
     try:
-        with open(path, "rb") as f:
-            header = f.readline().decode().rstrip("\n").split(",")
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            last = f.read().decode(errors="replace").rstrip("\n").rsplit("\n", 1)[-1].split(",")
-        return int(float(last[header.index("time/total_timesteps")]))
-    except (OSError, ValueError, IndexError):
+        return int(float(read_last_progress(run_path / "progress.csv").get("time/total_timesteps", 0)))
+    except ValueError:
         return 0
 
 
