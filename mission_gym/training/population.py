@@ -36,7 +36,6 @@ from mission_gym.training.rundir import (
     RunDir,
     atomic_write_text,
     check_run_name,
-    config_hash,
     default_run_name,
     read_json,
     read_last_progress,
@@ -44,7 +43,7 @@ from mission_gym.training.rundir import (
     vecnormalize_path,
     write_json,
 )
-from mission_gym.training.trainer import EXIT_SIGNAL, Trainer, _hardware, _now, _versions
+from mission_gym.training.trainer import EXIT_SIGNAL, Trainer, _hardware, _now, write_new_run
 
 MEMBERS = "members"
 STATE = "population.json"
@@ -131,36 +130,10 @@ class PopulationRun:
         seeds = member_seeds(config.seed, config.population.size)
 
         run.create()
-        config_data = config.model_dump()
-        atomic_write_text(run / "config.yaml", dump_yaml(config_data))
-        atomic_write_text(run / "command.txt", (command or " ".join(sys.argv)) + "\n")
-        write_json(
-            run / "lineage.json",
-            {
-                "run": name,
-                "parent": None,
-                "root": name,
-                "branch": None,
-                "notes": notes,
-                "config_hash": config_hash(config_data),
-                "created": _now(),
-            },
-        )
-        write_json(
-            run / "metadata.json",
-            {
-                "run": name,
-                "env_id": config.env,
-                "preset": config.preset,
-                "status": "created",
-                "target_timesteps": config.timesteps,
-                "timesteps": 0,
-                "notes": notes,
-                "versions": _versions(),
-                "hardware": _hardware(hardware.resolve_device(config.device), config.num_threads or 0),
-                "created": _now(),
-                "population": {"size": config.population.size, "seeds": seeds},
-            },
+        device = hardware.resolve_device(config.device)
+        population = {"size": config.population.size, "seeds": seeds}
+        write_new_run(
+            run, config, command, notes, lineage={}, metadata={"hardware": _hardware(device, 0), "population": population}
         )
         (run.path / MEMBERS).mkdir()
         members = [{"name": f"m{k}", "seed": s} for k, s in enumerate(seeds)]

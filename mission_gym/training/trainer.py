@@ -391,41 +391,19 @@ class Trainer:
 
         # Everything checked: now the run directory.
         run.create()
-        config_data = config.model_dump()
-        atomic_write_text(run / "config.yaml", dump_yaml(config_data))
-        atomic_write_text(run / "command.txt", (command or " ".join(sys.argv)) + "\n")
-        root = parent_info["root"] if parent_info else name
-        write_json(
-            run / "lineage.json",
-            {
-                "run": name,
+        write_new_run(
+            run,
+            config,
+            command,
+            notes,
+            lineage={
                 "parent": parent_info,
-                "root": root,
+                "root": parent_info["root"] if parent_info else name,
                 "branch": branch_name,
-                "notes": notes,
-                "config_hash": config_hash(config_data),
                 "observation_space": space_signature(venv.observation_space),
                 "action_space": space_signature(venv.action_space),
-                "created": _now(),
             },
-        )
-        write_json(
-            run / "metadata.json",
-            {
-                "run": name,
-                "env_id": config.env,
-                "preset": config.preset,
-                "status": "created",
-                "target_timesteps": config.timesteps,
-                "timesteps": 0,
-                "notes": notes,
-                "versions": _versions(),
-                "git_commit": _git_commit(),
-                "hardware": _hardware(device, threads),
-                "vec_env": kind,
-                "created": _now(),
-                "sessions": [],
-            },
+            metadata={"hardware": _hardware(device, threads), "vec_env": kind, "sessions": []},
         )
         return cls(config, run, model, device, threads, progress=progress, curriculum=curriculum)
 
@@ -647,6 +625,42 @@ class Trainer:
         )
         refresh_dashboard(run, force=True)
         return result
+
+
+def write_new_run(
+    run: RunDir,
+    config: TrainConfig,
+    command: str | None,
+    notes: str | None,
+    lineage: dict[str, Any],
+    metadata: dict[str, Any],
+) -> None:
+    """A new run's ``config.yaml``, ``command.txt``, ``lineage.json`` and ``metadata.json``.
+
+    :param lineage: what this run's lineage adds to (or changes in) the common fields (a root run by default)
+    :param metadata: the same for its metadata (hardware, ...)
+    """
+    config_data = config.model_dump()
+    atomic_write_text(run / "config.yaml", dump_yaml(config_data))
+    atomic_write_text(run / "command.txt", (command or " ".join(sys.argv)) + "\n")
+    common = {"run": run.name, "parent": None, "root": run.name, "branch": None, "notes": notes}
+    write_json(run / "lineage.json", {**common, "config_hash": config_hash(config_data), **lineage, "created": _now()})
+    write_json(
+        run / "metadata.json",
+        {
+            "run": run.name,
+            "env_id": config.env,
+            "preset": config.preset,
+            "status": "created",
+            "target_timesteps": config.timesteps,
+            "timesteps": 0,
+            "notes": notes,
+            "versions": _versions(),
+            "git_commit": _git_commit(),
+            **metadata,
+            "created": _now(),
+        },
+    )
 
 
 def _int(value: Any) -> int:
