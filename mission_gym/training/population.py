@@ -286,13 +286,18 @@ class PopulationRun:
             else:
                 latest = member.latest_checkpoint()
                 models = [latest[1]] if latest else []
+            scored: dict[int, EvalRecord] = {}  # a member's models saved at the same step are the same policy
             for path in models:
                 if not path.is_file():
                     continue
                 agent = load_agent(path, device="cpu")
-                episodes = self.config.population.episodes
-                rec = eval_record(agent.predict, self.config.env, self.config.env_kwargs, episodes, agent.model.num_timesteps)
-                out.append({"member": name, "model": str(path.relative_to(member.path)), "record": rec.__dict__})
+                step_saved = int(agent.model.num_timesteps)
+                if step_saved not in scored:
+                    episodes = self.config.population.episodes
+                    env, kwargs = self.config.env, self.config.env_kwargs
+                    scored[step_saved] = eval_record(agent.predict, env, kwargs, episodes, step_saved)
+                model = str(path.relative_to(member.path))
+                out.append({"member": name, "model": model, "record": scored[step_saved].__dict__})
         return out
 
     def _adopt(self, best: dict[str, Any]) -> None:
