@@ -126,7 +126,7 @@ def test_quick_preset_leaves_a_complete_run(tmp_path):
         ),
         (
             ["--hyperparams", "curriculum=[{setting: engagement.capture.time_to_capture, value: -5, until: 0.5}]"],
-            "value -5.0 is not valid",
+            "time_to_capture -5 at the start is not valid",
         ),
         (["--hyperparams", "curriculum=[{setting: engagement.capture.contested, value: 1, until: 0.5}]"], "not a number"),
         (["--hyperparams", "curriculum=[{setting: world.observation.lidar_rays, value: 4, until: 0.5}]"], "obs_dim"),

@@ -346,6 +346,19 @@ def test_curriculum_ramps_to_the_real_game():
     assert repeat.config_at(0.3).world.physics.action_repeat == 2
     with pytest.raises(ConfigError, match="not a number"):
         Curriculum(load_config(), [CurriculumStep(setting="engagement.capture.contested", value=1.0, until=0.5)])
+    # settings valid only together move together: the defenders' mode probabilities sum to 1 all along the ramp
+    modes = "engagement.defenders.mode_probs."
+    guard = [
+        CurriculumStep(setting=modes + "guard_objective", value=0.6, until=0.8),
+        CurriculumStep(setting=modes + "patrol", value=0.25, until=0.8),
+        CurriculumStep(setting=modes + "intercept", value=0.15, until=0.8),
+    ]
+    probs = Curriculum(load_config(), guard).config_at(0.4).engagement.defenders.mode_probs
+    assert (probs.guard_objective, probs.patrol, probs.intercept) == pytest.approx((0.45, 0.375, 0.175))
+    with pytest.raises(ConfigError, match=r"at 0\.5 of the run is not valid: .*sum to 1 \(got 1\.1125\)"):
+        Curriculum(load_config(), [guard[0], CurriculumStep(setting=modes + "patrol", value=0.2, until=0.5)])
+    with pytest.raises(ConfigError, match="at the start is not valid: .*sum to 1"):
+        Curriculum(load_config(), guard[:2])
     with pytest.raises(ValueError, match="until"):
         CurriculumStep(setting="x", value=1.0, until=0.0)
     # `--preset cpu --env Hopper-v5`: the preset's curriculum (Mission Gym's game) is left out, an explicit one is not

@@ -1,6 +1,6 @@
 """Typed configuration: the default YAML files, their models and the one loader."""
 
-from mission_gym.config.loader import defaults_dir, get_setting, load_config, with_setting
+from mission_gym.config.loader import defaults_dir, get_setting, load_config, with_setting, with_settings
 from mission_gym.config.models import REWARD_TERMS, SECTIONS, MissionConfig
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, parse_yaml, read_yaml, validate
 
@@ -17,4 +17,5 @@ __all__ = [
     "read_yaml",
     "validate",
     "with_setting",
+    "with_settings",
 ]

@@ -161,17 +161,28 @@ def with_setting(config: MissionConfig, key: str, value: Any) -> MissionConfig:
 
     :raises ConfigError: for an unknown key or a value its section rejects
     """
-    get_setting(config, key)
-    section, *rest = key.split(".")
+    return with_settings(config, {key: value})
+
+
+def with_settings(config: MissionConfig, values: Mapping[str, Any]) -> MissionConfig:
+    """A copy of ``config`` with each dotted setting in ``values`` set, validated once all are set: settings that
+    are only valid together (the defenders' ``mode_probs``, which sum to 1) can move together.
+
+    :raises ConfigError: for an unknown key or a combination of values a section rejects
+    """
     data = config.model_dump()
-    node = data[section]
-    for part in rest[:-1]:
-        node = node[part]
-    if rest:
-        node[rest[-1]] = value
-    else:
-        data[section] = value
-    sections = {name: validate(_MODELS[name], data[name], f"{name} setting {key}") for name in SECTIONS}
+    for key, value in values.items():
+        get_setting(config, key)
+        section, *rest = key.split(".")
+        node = data[section]
+        for part in rest[:-1]:
+            node = node[part]
+        if rest:
+            node[rest[-1]] = value
+        else:
+            data[section] = value
+    where = ", ".join(values)
+    sections = {name: validate(_MODELS[name], data[name], f"{name} setting {where}") for name in SECTIONS}
     updated = MissionConfig(**sections)
     check_consistency(updated)
     return updated

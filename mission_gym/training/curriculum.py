@@ -15,7 +15,7 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
 
-from mission_gym.config import ConfigError, MissionConfig, get_setting, with_setting
+from mission_gym.config import ConfigError, MissionConfig, get_setting, with_settings
 from mission_gym.training.callbacks import run_progress
 
 
@@ -43,10 +43,15 @@ class Curriculum:
                 self.integers.add(step.setting)
             if step.setting in self.integers and step.value != round(step.value):
                 raise ConfigError(f"curriculum: {step.setting} is a whole number, got value {step.value!r}")
+        # The values move linearly between the steps' ``until`` points, and every rule a setting has is a range
+        # or (the defenders' mode_probs) a sum, so a game valid at each of those points is valid all along.
+        for progress in sorted({0.0, *(step.until for step in self.steps)}):
             try:
-                with_setting(config, step.setting, self.values(0.0, [step])[step.setting])
+                self.config_at(progress)
             except ConfigError as exc:
-                raise ConfigError(f"curriculum: {step.setting} value {step.value!r} is not valid: {exc}") from None
+                values = ", ".join(f"{key} {value:g}" for key, value in self.values(progress).items())
+                where = "at the start" if progress == 0.0 else f"at {progress:g} of the run"
+                raise ConfigError(f"curriculum: {values} {where} is not valid: {exc}") from None
 
     def values(self, progress: float, steps: Sequence[Any] | None = None) -> dict[str, float | int]:
         """Each setting's value at ``progress`` (0 at the first step, 1 at the last); integer settings in whole steps.
@@ -62,10 +67,7 @@ class Curriculum:
 
     def config_at(self, progress: float) -> MissionConfig:
         """The training game's configuration at ``progress``."""
-        config = self.config
-        for key, value in self.values(progress).items():
-            config = with_setting(config, key, value)
-        return config
+        return with_settings(self.config, self.values(progress))
 
 
 def mission_core(venv: Any) -> Any:
