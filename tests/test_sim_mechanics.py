@@ -775,6 +775,15 @@ def test_defender_bearings_in_the_attackers_frame(heading, fwd, left, in_beam):
     assert np.all(block[0, 1] == 0.0)  # never seen: zeros
     assert block[1, 0, 3] == 0.0 and block[1, 0, 0] == pytest.approx(1.0)  # 42 m ahead is clipped at 1
     assert np.array_equal(core.obs[0, :start], plain.obs[0, :start]) and np.array_equal(core.obs[0, -2:], plain.obs[0, -2:])
+    # bearings_frame: world gives the same block on east/north axes, whatever the attacker's heading
+    world = make_core(
+        attackers, defenders, world={"observation": {"defender_bearings": True, "bearings_frame": "world"}}, engagement=NO_TAG
+    )
+    world.kd[...] = core.kd
+    write_observation(world.obs, world.u, st.up, world.ev, world.kd, 0, n_a, st.circles, st.rects, world.static.cfg, *scratch)
+    block = world.obs[0, start : start + n_a * n_d * L.PER_BEARING].reshape(n_a, n_d, L.PER_BEARING)
+    assert block[0, 0] == pytest.approx([12.0 / 40.0, 0.0, 12.0 / math.hypot(200, 200), in_beam], abs=1e-5)
+    assert block[1, 0, :2] == pytest.approx([1.0, -1.0])  # 42 m east and 130 m south, clipped
 
 
 def test_observation_layout_of_an_attacker():

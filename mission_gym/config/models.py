@@ -54,7 +54,8 @@ class ObservationConfig(_Model):
     lidar_rays: Annotated[int, Field(ge=0, le=64)] = 8
     lidar_range: PosFloat = 30.0
     last_seen_horizon: PosFloat = 30.0
-    defender_bearings: bool = False  # per attacker x defender slot: where the defender is in the attacker's own frame
+    defender_bearings: bool = False  # per attacker x defender slot: where the defender is from that attacker
+    bearings_frame: Literal["own", "world"] = "own"  # the bearings' axes: the attacker's heading, or east/north
 
 
 class World(_Model):

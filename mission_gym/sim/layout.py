@@ -68,9 +68,9 @@ KIND_RADAR = 1
     C_GUARD_R, C_V_PATROL, C_V_CHASE, C_V_INTERCEPT, C_WP_TOL,
     C_OBJ_JIT, C_ATT_JIT, C_DEF_JIT, C_WP_JIT, C_MODES_ON, C_DELAY_ON,
     C_STALL_S, C_STALL_CAP, C_STALL_DIST,
-    C_LIDAR_RAYS, C_LIDAR_RANGE, C_LAST_SEEN_H, C_SPREAD_DIST, C_DEF_BEARINGS,
-) = range(51)  # fmt: skip
-N_C = 51
+    C_LIDAR_RAYS, C_LIDAR_RANGE, C_LAST_SEEN_H, C_SPREAD_DIST, C_DEF_BEARINGS, C_BEARINGS_WORLD,
+) = range(52)  # fmt: skip
+N_C = 52
 
 # reward term indices, in REWARD_TERMS order
 (
@@ -210,6 +210,7 @@ def build_static(config: MissionConfig) -> Static:
     )
     cfg[C_SPREAD_DIST] = rew.spread_distance
     cfg[C_DEF_BEARINGS] = float(obs_cfg.defender_bearings)
+    cfg[C_BEARINGS_WORLD] = float(obs_cfg.bearings_frame == "world")
 
     weights = np.array([getattr(rew, term) if term != "outcome_penalty" else 1.0 for term in REWARD_TERMS], dtype=np.float64)
     penalties = np.array(

@@ -11,6 +11,7 @@ from numba import njit
 from mission_gym.sim.geometry import ray_fan
 from mission_gym.sim.layout import (
     C_CAPTURE_TIME,
+    C_BEARINGS_WORLD,
     C_DEF_BEARINGS,
     C_H,
     C_LAST_SEEN_H,
@@ -129,10 +130,12 @@ def write_observation(
         k += 7
 
     if cfg[C_DEF_BEARINGS] > 0.0:
-        # per attacker x defender slot, the defender's last known position in the attacker's own frame
-        # (forward, left) / (2 x tag range) clipped to [-1, 1], distance / diagonal, and an in-beam flag (inside
-        # the tag range and cone); zeros for a disabled attacker or a defender never seen
+        # per attacker x defender slot, the defender's last known position from the attacker: (forward, left)
+        # in its own frame, or (east, north) with bearings_frame world, / (2 x tag range) clipped to [-1, 1],
+        # distance / diagonal, and an in-beam flag (inside the tag range and cone); zeros for a disabled attacker
+        # or a defender never seen
         reach = 2.0 * cfg[C_TAG_RANGE]
+        world = cfg[C_BEARINGS_WORLD] > 0.0
         for a in range(n_a):
             x = u[e, a, U_X]
             y = u[e, a, U_Y]
@@ -145,8 +148,8 @@ def write_observation(
                     fwd = ch * dx + sh * dy
                     left = -sh * dx + ch * dy
                     dist = math.hypot(dx, dy)
-                    obs[e, k + 0] = min(max(fwd / reach, -1.0), 1.0)
-                    obs[e, k + 1] = min(max(left / reach, -1.0), 1.0)
+                    obs[e, k + 0] = min(max((dx if world else fwd) / reach, -1.0), 1.0)
+                    obs[e, k + 1] = min(max((dy if world else left) / reach, -1.0), 1.0)
                     obs[e, k + 2] = dist / diag
                     in_beam = dist <= cfg[C_TAG_RANGE] and abs(math.atan2(left, fwd)) <= cfg[C_TAG_HALF]
                     obs[e, k + 3] = 1.0 if in_beam else 0.0
