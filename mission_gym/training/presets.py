@@ -119,6 +119,9 @@ class TrainConfig(BaseModel):
     min_batch: int = Field(64, ge=1, description="floor for the automatic batch size")
     n_epochs: int = Field(10, ge=1)
     network_arch: list[int] = Field(default_factory=lambda: [64, 64])
+    policy: Literal["mlp", "units"] = Field(
+        "mlp", description="mlp: SB3's MlpPolicy; units: one actor network shared by Mission Gym's attackers"
+    )
     activation: Activation = "tanh"
     ortho_init: bool = True
     learning_rate: float = Field(3e-4, gt=0)

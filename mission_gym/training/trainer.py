@@ -331,7 +331,8 @@ class Trainer:
             curriculum = _curriculum(config, venv) if config.curriculum else None  # checked before anything is written
             if parent is not None:
                 compare_spaces(parent, venv.observation_space, venv.action_space)
-            model = PPO("MlpPolicy", venv, device=device, seed=config.seed, verbose=0, **ppo_kwargs(config))
+            policy, kwargs = _policy(config, venv)
+            model = PPO(policy, venv, device=device, seed=config.seed, verbose=0, **kwargs)
             if parent is not None:
                 _copy_weights(parent, model)
         except BaseException:
@@ -687,6 +688,26 @@ def _crash_message(exc: BaseException, model: Any, config: TrainConfig, device: 
         except Exception:
             return "CUDA out of memory: try a smaller preset, a smaller --batch-size, or --device cpu"
     return f"training stopped by {type(exc).__name__}: {exc}"
+
+
+def _policy(config: TrainConfig, venv: Any) -> tuple[Any, dict[str, Any]]:
+    """The SB3 policy (class or name) and ``PPO`` keyword arguments for a freshly built training env.
+
+    :raises ConfigError: for ``policy: units`` on an env without Mission Gym's batched core
+    """
+    kwargs = ppo_kwargs(config)
+    if config.policy == "mlp":
+        return "MlpPolicy", kwargs
+    from mission_gym.sim.layout import C_DEF_BEARINGS, C_LIDAR_RAYS
+    from mission_gym.training.unit_policy import UnitPolicy, unit_layout
+
+    core = mission_core(venv)
+    if core is None:
+        raise ConfigError(f"policy units needs Mission Gym's batched training env (vec_env native), got {config.env!r}")
+    st = core.static
+    layout = unit_layout(st.n_attackers, st.n_defenders, int(st.cfg[C_LIDAR_RAYS]), bool(st.cfg[C_DEF_BEARINGS]))
+    kwargs["policy_kwargs"] = {**kwargs["policy_kwargs"], "unit_layout": layout}
+    return UnitPolicy, kwargs
 
 
 def _curriculum(config: TrainConfig, venv: Any, progress: float = 0.0) -> Curriculum:
