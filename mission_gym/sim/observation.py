@@ -10,8 +10,8 @@ from numba import njit
 
 from mission_gym.sim.geometry import ray_fan
 from mission_gym.sim.layout import (
-    C_CAPTURE_TIME,
     C_BEARINGS_WORLD,
+    C_CAPTURE_TIME,
     C_DEF_BEARINGS,
     C_H,
     C_LAST_SEEN_H,

@@ -55,7 +55,8 @@ class UnitExtractor(nn.Module):
         )
         own = [torch.arange(a * size, (a + 1) * size) for a in range(n)]
         if b_size:
-            own = [torch.cat([idx, torch.arange(b_start + a * b_size, b_start + (a + 1) * b_size)]) for a, idx in enumerate(own)]
+            rows = [torch.arange(b_start + a * b_size, b_start + (a + 1) * b_size) for a in range(n)]
+            own = [torch.cat([idx, row]) for idx, row in zip(own, rows)]
         self.register_buffer("own_index", torch.stack(own), persistent=False)  # (n, own values)
         self.register_buffer("slot", torch.eye(n), persistent=False)
         self.n_units = n
