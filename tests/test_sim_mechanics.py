@@ -786,6 +786,35 @@ def test_defender_bearings_in_the_attackers_frame(heading, fwd, left, in_beam):
     assert block[1, 0, :2] == pytest.approx([1.0, -1.0])  # 42 m east and 130 m south, clipped
 
 
+def test_defender_motion_shows_speed_and_reload_while_seen():
+    """observation.defender_motion adds, per defender slot, speed / max speed and tag cooldown / cooldown time
+    while an attacker sees the defender, zeros otherwise; the rest of the vector is unchanged."""
+    attackers = [unit("UGV_A", 20.0, 20.0, 0.0)]
+    defenders = [unit("DEF_UGV", 180.0, 180.0, 180.0)]
+    core = make_core(attackers, defenders, world={"observation": {"defender_motion": True}})
+    plain = make_core(attackers, defenders)
+    assert core.obs.shape[1] == L.obs_size(1, 1, 8, False, True) == plain.obs.shape[1] + L.PER_MOTION
+
+    def motion() -> np.ndarray:
+        return core.obs[0, -2 - L.PER_MOTION : -2]
+
+    assert np.all(motion() == 0.0)  # never seen
+    # it drives at 3 m/s with 1.5 s of its 3 s reload left, 20 m ahead inside the camera's field of view
+    for c in (core, plain):
+        c.u[0, 1, L.U_X], c.u[0, 1, L.U_Y] = 40.0, 20.0
+        c.u[0, 1, L.U_SPEED], c.u[0, 1, L.U_TAG_CD] = 3.0, 1.5
+        step(c, STOP)
+    assert core.kd[0, 0, L.K_VIS] == 1.0
+    speed = core.u[0, 1, L.U_SPEED] / 6.0
+    assert motion() == pytest.approx([speed, (1.5 - STEP_S) / 3.0], abs=1e-5)
+    assert 0.0 < speed < 1.0
+    assert np.array_equal(np.delete(core.obs[0], np.s_[-2 - L.PER_MOTION : -2]), plain.obs[0])
+    # out of sight: its motion is unknown again, though its last position stays
+    core.u[0, 1, L.U_X], core.u[0, 1, L.U_Y] = 180.0, 180.0
+    step(core, STOP)
+    assert core.kd[0, 0, L.K_VIS] == 0.0 and np.all(motion() == 0.0)
+
+
 def test_observation_layout_of_an_attacker():
     core = make_core([unit("UGV_A", 50.0, 150.0, 90.0)])
     a = core.obs[0, : L.PER_ATTACKER_BASE + 8]

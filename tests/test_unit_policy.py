@@ -26,12 +26,12 @@ def tiny_units(**changes: object):
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("bearings", [False, True])
-def test_each_unit_reads_its_own_block_of_the_observation(bearings):
-    venv = MissionVecEnv(3, seed=4, world={"observation": {"defender_bearings": bearings}})
+@pytest.mark.parametrize("bearings,motion", [(False, False), (True, False), (True, True)])
+def test_each_unit_reads_its_own_block_of_the_observation(bearings, motion):
+    venv = MissionVecEnv(3, seed=4, world={"observation": {"defender_bearings": bearings, "defender_motion": motion}})
     obs = venv.reset()
     n_a, n_d = venv.core.n_attackers, venv.core.n_defenders
-    layout = unit_layout(n_a, n_d, 8, bearings)
+    layout = unit_layout(n_a, n_d, 8, bearings, motion)
     assert layout["obs_dim"] == obs.shape[1]
     ext = UnitExtractor(layout, [8], torch.nn.Tanh)
     own = obs[:, ext.own_index.numpy()]  # (envs, units, own values)

@@ -56,6 +56,7 @@ class ObservationConfig(_Model):
     last_seen_horizon: PosFloat = 30.0
     defender_bearings: bool = False  # per attacker x defender slot: where the defender is from that attacker
     bearings_frame: Literal["own", "world"] = "own"  # the bearings' axes: the attacker's heading, or east/north
+    defender_motion: bool = False  # per defender slot: its speed and tag reload while an attacker sees it
 
 
 class World(_Model):

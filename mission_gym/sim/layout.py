@@ -41,8 +41,8 @@ MODE_PATROL, MODE_GUARD, MODE_INTERCEPT = 0, 1, 2
 MODES: tuple[str, ...] = ("patrol", "guard_objective", "intercept")
 
 # --- the attackers' knowledge of each defender: kd[e, d, col] -------------------------------------------
-K_X, K_Y, K_HEAD, K_INTEG, K_SEEN_T, K_EVER, K_VIS = 0, 1, 2, 3, 4, 5, 6
-N_K = 7
+K_X, K_Y, K_HEAD, K_INTEG, K_SEEN_T, K_EVER, K_VIS, K_SPEED, K_TAG_CD = 0, 1, 2, 3, 4, 5, 6, 7, 8
+N_K = 9
 # --- the defenders' knowledge of each attacker: ka[e, a, col] -------------------------------------------
 A_X, A_Y, A_SEEN_T, A_EVER, A_VIS, A_SINCE = 0, 1, 2, 3, 4, 5
 N_A = 6
@@ -68,9 +68,9 @@ KIND_RADAR = 1
     C_GUARD_R, C_V_PATROL, C_V_CHASE, C_V_INTERCEPT, C_WP_TOL,
     C_OBJ_JIT, C_ATT_JIT, C_DEF_JIT, C_WP_JIT, C_MODES_ON, C_DELAY_ON,
     C_STALL_S, C_STALL_CAP, C_STALL_DIST,
-    C_LIDAR_RAYS, C_LIDAR_RANGE, C_LAST_SEEN_H, C_SPREAD_DIST, C_DEF_BEARINGS, C_BEARINGS_WORLD,
-) = range(52)  # fmt: skip
-N_C = 52
+    C_LIDAR_RAYS, C_LIDAR_RANGE, C_LAST_SEEN_H, C_SPREAD_DIST, C_DEF_BEARINGS, C_BEARINGS_WORLD, C_DEF_MOTION,
+) = range(53)  # fmt: skip
+N_C = 53
 
 # reward term indices, in REWARD_TERMS order
 (
@@ -86,13 +86,17 @@ A_STOP, A_TAG, A_SCAN = 0, 9, 10
 PER_ATTACKER_BASE = 13  # observation features per attacker before its lidar rays
 PER_DEFENDER = 7
 PER_BEARING = 4  # per attacker x defender slot with observation.defender_bearings
+PER_MOTION = 2  # per defender slot with observation.defender_motion
 GLOBAL_FEATURES = 2
 
 
-def obs_size(n_attackers: int, n_defenders: int, lidar_rays: int, defender_bearings: bool = False) -> int:
+def obs_size(
+    n_attackers: int, n_defenders: int, lidar_rays: int, defender_bearings: bool = False, defender_motion: bool = False
+) -> int:
     """Length of the flat observation vector."""
     bearings = n_attackers * n_defenders * PER_BEARING if defender_bearings else 0
-    return n_attackers * (PER_ATTACKER_BASE + lidar_rays) + n_defenders * PER_DEFENDER + bearings + GLOBAL_FEATURES
+    motion = n_defenders * PER_MOTION if defender_motion else 0
+    return n_attackers * (PER_ATTACKER_BASE + lidar_rays) + n_defenders * PER_DEFENDER + bearings + motion + GLOBAL_FEATURES
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,7 @@ def build_static(config: MissionConfig) -> Static:
     cfg[C_SPREAD_DIST] = rew.spread_distance
     cfg[C_DEF_BEARINGS] = float(obs_cfg.defender_bearings)
     cfg[C_BEARINGS_WORLD] = float(obs_cfg.bearings_frame == "world")
+    cfg[C_DEF_MOTION] = float(obs_cfg.defender_motion)
 
     weights = np.array([getattr(rew, term) if term != "outcome_penalty" else 1.0 for term in REWARD_TERMS], dtype=np.float64)
     penalties = np.array(
@@ -232,5 +237,5 @@ def build_static(config: MissionConfig) -> Static:
         weights=weights,
         penalties=penalties,
         rings=rings,
-        obs_dim=obs_size(n_a, n_d, obs_cfg.lidar_rays, obs_cfg.defender_bearings),
+        obs_dim=obs_size(n_a, n_d, obs_cfg.lidar_rays, obs_cfg.defender_bearings, obs_cfg.defender_motion),
     )

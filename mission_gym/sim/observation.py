@@ -13,6 +13,7 @@ from mission_gym.sim.layout import (
     C_BEARINGS_WORLD,
     C_CAPTURE_TIME,
     C_DEF_BEARINGS,
+    C_DEF_MOTION,
     C_H,
     C_LAST_SEEN_H,
     C_LIDAR_RANGE,
@@ -32,6 +33,8 @@ from mission_gym.sim.layout import (
     K_HEAD,
     K_INTEG,
     K_SEEN_T,
+    K_SPEED,
+    K_TAG_CD,
     K_VIS,
     K_X,
     K_Y,
@@ -157,6 +160,15 @@ def write_observation(
                     for f in range(4):
                         obs[e, k + f] = 0.0
                 k += 4
+
+    if cfg[C_DEF_MOTION] > 0.0:
+        # per defender slot while an attacker sees it: speed / max speed and tag reload (cooldown / cooldown
+        # time, 0 = ready); zeros when unseen, as its motion is then unknown
+        for d in range(kd.shape[1]):
+            seen = kd[e, d, K_VIS] > 0.0
+            obs[e, k + 0] = kd[e, d, K_SPEED] if seen else 0.0
+            obs[e, k + 1] = kd[e, d, K_TAG_CD] if seen else 0.0
+            k += 2
 
     obs[e, k] = 1.0 - ev[e, E_STEP] / cfg[C_MAX_STEPS]
     obs[e, k + 1] = min(ev[e, E_CAPTURE] / cfg[C_CAPTURE_TIME], 1.0)

@@ -19,18 +19,22 @@ from mission_gym.sim.layout import (
     C_H,
     C_SCAN_MULT,
     C_SENS_FRAC,
+    C_TAG_CD,
     C_W,
     E_TIME,
     K_EVER,
     K_HEAD,
     K_INTEG,
     K_SEEN_T,
+    K_SPEED,
+    K_TAG_CD,
     K_VIS,
     K_X,
     K_Y,
     KIND_RADAR,
     P_AIR,
     P_INTEG0,
+    P_MAX_SPEED,
     S_HALF_FOV,
     S_KIND,
     S_LOS,
@@ -43,6 +47,8 @@ from mission_gym.sim.layout import (
     U_HEAD,
     U_INTEG,
     U_SCAN_T,
+    U_SPEED,
+    U_TAG_CD,
     U_X,
     U_Y,
 )
@@ -196,6 +202,8 @@ def update_detection(
             kd[e, d, K_Y] = y
             kd[e, d, K_HEAD] = u[e, j, U_HEAD]
             kd[e, d, K_INTEG] = u[e, j, U_INTEG] / up[j, P_INTEG0]
+            kd[e, d, K_SPEED] = u[e, j, U_SPEED] / up[j, P_MAX_SPEED]
+            kd[e, d, K_TAG_CD] = u[e, j, U_TAG_CD] / cfg[C_TAG_CD] if cfg[C_TAG_CD] > 0.0 else 0.0
         else:
             kd[e, d, K_VIS] = 0.0
             if u[e, j, U_ALIVE] == 0.0 and kd[e, d, K_EVER] > 0.0:

@@ -698,14 +698,20 @@ def _policy(config: TrainConfig, venv: Any) -> tuple[Any, dict[str, Any]]:
     kwargs = ppo_kwargs(config)
     if config.policy == "mlp":
         return "MlpPolicy", kwargs
-    from mission_gym.sim.layout import C_DEF_BEARINGS, C_LIDAR_RAYS
+    from mission_gym.sim.layout import C_DEF_BEARINGS, C_DEF_MOTION, C_LIDAR_RAYS
     from mission_gym.training.unit_policy import UnitPolicy, unit_layout
 
     core = mission_core(venv)
     if core is None:
         raise ConfigError(f"policy units needs Mission Gym's batched training env (vec_env native), got {config.env!r}")
     st = core.static
-    layout = unit_layout(st.n_attackers, st.n_defenders, int(st.cfg[C_LIDAR_RAYS]), bool(st.cfg[C_DEF_BEARINGS]))
+    layout = unit_layout(
+        st.n_attackers,
+        st.n_defenders,
+        int(st.cfg[C_LIDAR_RAYS]),
+        bool(st.cfg[C_DEF_BEARINGS]),
+        bool(st.cfg[C_DEF_MOTION]),
+    )
     kwargs["policy_kwargs"] = {**kwargs["policy_kwargs"], "unit_layout": layout}
     return UnitPolicy, kwargs
 

@@ -20,7 +20,9 @@ from torch import nn
 from mission_gym.sim import layout as L
 
 
-def unit_layout(n_attackers: int, n_defenders: int, lidar_rays: int, defender_bearings: bool) -> dict[str, int]:
+def unit_layout(
+    n_attackers: int, n_defenders: int, lidar_rays: int, defender_bearings: bool, defender_motion: bool = False
+) -> dict[str, int]:
     """Where each attacker's own values lie in the flat observation (see docs/environment.md, Observation)."""
     per_attacker = L.PER_ATTACKER_BASE + lidar_rays
     bearings = n_defenders * L.PER_BEARING if defender_bearings else 0
@@ -29,7 +31,7 @@ def unit_layout(n_attackers: int, n_defenders: int, lidar_rays: int, defender_be
         "unit_size": per_attacker,
         "bearings_start": n_attackers * per_attacker + n_defenders * L.PER_DEFENDER,
         "bearings_size": bearings,
-        "obs_dim": L.obs_size(n_attackers, n_defenders, lidar_rays, defender_bearings),
+        "obs_dim": L.obs_size(n_attackers, n_defenders, lidar_rays, defender_bearings, defender_motion),
     }
 
 
