@@ -363,6 +363,12 @@ def test_curriculum_ramps_to_the_real_game():
         CurriculumStep(setting="x", value=1.0, until=0.0)
     # `--preset cpu --env Hopper-v5`: the preset's curriculum (Mission Gym's game) is left out, an explicit one is not
     assert load_preset("cpu").curriculum and apply_overrides(load_preset("cpu"), {"env": "Hopper-v5"}).curriculum == []
+    # ... and so are its env arguments (the defender-motion observation), unless given
+    assert load_preset("cpu").env_kwargs and apply_overrides(load_preset("cpu"), {"env": "Hopper-v5"}).env_kwargs == {}
+    assert apply_overrides(load_preset("cpu"), {"env": "Hopper-v5", "env_kwargs": {"frame_skip": 2}}).env_kwargs == {
+        "frame_skip": 2
+    }
+    assert apply_overrides(load_preset("cpu"), {"seed": 3}).env_kwargs == load_preset("cpu").env_kwargs
     with pytest.raises(ConfigError, match="CartPole-v1"):
         apply_overrides(load_preset("cpu"), {"env": "CartPole-v1", "curriculum": [step.model_dump()]})
     with pytest.raises(ValueError, match="each setting once"):

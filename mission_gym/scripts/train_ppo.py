@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             if extra:
                 overrides["hyperparams"] = {**config.hyperparams, **extra}
             if env_kwargs:
-                overrides["env_kwargs"] = deep_merge(config.env_kwargs, env_kwargs)
+                same_env = overrides.get("env", config.env) == config.env  # the preset's env arguments are for its env
+                overrides["env_kwargs"] = deep_merge(config.env_kwargs, env_kwargs) if same_env else env_kwargs
             config = apply_overrides(config, overrides)
             _check_stop_at(args.stop_at, 0, config.timesteps)
             if config.population.size > 1:

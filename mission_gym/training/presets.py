@@ -282,6 +282,8 @@ def apply_overrides(config: TrainConfig, overrides: Mapping[str, Any], source: s
     merged = {**config.model_dump(), **dict(overrides)}
     if "env" in overrides and "curriculum" not in overrides and merged["env"] != MISSION_ENV_ID:
         merged["curriculum"] = []  # a preset's curriculum ramps Mission Gym's game, which another env does not have
+    if "env" in overrides and "env_kwargs" not in overrides and merged["env"] != config.env:
+        merged["env_kwargs"] = {}  # a preset's env arguments are for its own env
     return validate(TrainConfig, merged, source)
 
 
