@@ -369,6 +369,8 @@ def test_curriculum_ramps_to_the_real_game():
         "frame_skip": 2
     }
     assert apply_overrides(load_preset("cpu"), {"seed": 3}).env_kwargs == load_preset("cpu").env_kwargs
+    merged = apply_overrides(load_preset("cpu"), {"env_kwargs": {"reward": {"win_bonus": 100}}}).env_kwargs
+    assert merged == {**load_preset("cpu").env_kwargs, "reward": {"win_bonus": 100}}  # merged into the preset's
     with pytest.raises(ConfigError, match="CartPole-v1"):
         apply_overrides(load_preset("cpu"), {"env": "CartPole-v1", "curriculum": [step.model_dump()]})
     with pytest.raises(ValueError, match="each setting once"):

@@ -132,7 +132,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = shlex.join(["python", "-m", "mission_gym.scripts.train_ppo", *(sys.argv[1:] if argv is None else argv)])
 
-    from mission_gym.config.loader import deep_merge
     from mission_gym.config.yaml_io import ConfigError, dump_yaml
     from mission_gym.training.population import PopulationRun
     from mission_gym.training.presets import apply_overrides, load_preset, split_hyperparams
@@ -166,8 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             if extra:
                 overrides["hyperparams"] = {**config.hyperparams, **extra}
             if env_kwargs:
-                same_env = overrides.get("env", config.env) == config.env  # the preset's env arguments are for its env
-                overrides["env_kwargs"] = deep_merge(config.env_kwargs, env_kwargs) if same_env else env_kwargs
+                overrides["env_kwargs"] = env_kwargs  # merged into the preset's by apply_overrides
             config = apply_overrides(config, overrides)
             _check_stop_at(args.stop_at, 0, config.timesteps)
             if config.population.size > 1:

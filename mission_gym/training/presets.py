@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mission_gym.config.loader import suggest
+from mission_gym.config.loader import deep_merge, suggest
 from mission_gym.config.yaml_io import ConfigError, read_yaml, validate
 from mission_gym.training.vec_env import MISSION_ENV_ID
 
@@ -273,6 +273,9 @@ def load_preset(name_or_path: str | Path, directory: str | Path | None = None) -
 def apply_overrides(config: TrainConfig, overrides: Mapping[str, Any], source: str = "command line") -> TrainConfig:
     """A copy of ``config`` with ``overrides`` (field → value) applied and validated again.
 
+    A preset's ``env_kwargs`` and ``curriculum`` belong to its env: with another ``env`` they are left out unless
+    given; given ``env_kwargs`` merge into the preset's for the same env.
+
     :param source: what to name in errors
     """
     fields = list(TrainConfig.model_fields)
@@ -282,8 +285,8 @@ def apply_overrides(config: TrainConfig, overrides: Mapping[str, Any], source: s
     merged = {**config.model_dump(), **dict(overrides)}
     if "env" in overrides and "curriculum" not in overrides and merged["env"] != MISSION_ENV_ID:
         merged["curriculum"] = []  # a preset's curriculum ramps Mission Gym's game, which another env does not have
-    if "env" in overrides and "env_kwargs" not in overrides and merged["env"] != config.env:
-        merged["env_kwargs"] = {}  # a preset's env arguments are for its own env
+    own_env_kwargs = config.env_kwargs if merged["env"] == config.env else {}
+    merged["env_kwargs"] = deep_merge(own_env_kwargs, dict(overrides.get("env_kwargs") or {}))
     return validate(TrainConfig, merged, source)
 
 
