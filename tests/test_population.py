@@ -4,6 +4,7 @@ run directory, Ctrl-C and ``--resume`` of a population, and pausing a single run
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -112,6 +113,30 @@ def test_population_run_cuts_and_adopts_the_best_member(tmp_path):
 
     agent = load_agent(run)
     assert agent.model_path == run / "best_model.zip" and agent.env_id == "MissionGym-v0"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_population_runs_no_more_members_at_once_than_cores(tmp_path):
+    # on one core the members take turns: each one's session ends before the next one's starts
+    pop = "population={size: 3, cuts: [], episodes: 2}"
+    args = [*CARTPOLE, "--timesteps", "256", "--run-name", "p", "--hyperparams", pop]
+    one_core = min(os.sched_getaffinity(0))
+    proc = subprocess.run(
+        CLI + args,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        preexec_fn=lambda: os.sched_setaffinity(0, {one_core}),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sessions = []
+    for m in ("m0", "m1", "m2"):
+        meta = json.loads((tmp_path / "runs" / "p" / "members" / m / "metadata.json").read_text())
+        assert meta["status"] == "finished" and [s["threads"] for s in meta["sessions"]] == [1]
+        sessions += meta["sessions"]
+    spans = sorted((s["started"], s["ended"]) for s in sessions)
+    assert len(spans) == 3 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
 
 
 def test_population_interrupt_then_resume(tmp_path):

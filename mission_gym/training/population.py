@@ -235,23 +235,14 @@ class PopulationRun:
             else:
                 todo.append(name)
         threads = self._threads(len(todo))
-        for name in todo:
-            cmd = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--runs-dir", str(self.members_dir), "--no-progress"]
-            if (self.members_dir / name / "config.yaml").is_file():
-                cmd += ["--resume", name]
-            else:
-                cmd += ["--preset", str(self.members_dir / f"{name}.yaml"), "--run-name", name]
-            cmd += ["--num-threads", str(threads)]
-            if step < self.config.timesteps:
-                cmd += ["--stop-at", str(step)]
-            log = open(self.members_dir / f"{name}.log", "ab")
-            log.write(("$ " + " ".join(cmd) + "\n").encode())
-            log.flush()
-            # its own session: a Ctrl-C at the terminal reaches the members once, through _on_signal
-            self._procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-            log.close()
+        # at most as many members at once as the cores hold: more processes than cores only share them, and on
+        # small machines the caches they fight over cost throughput (docs/results.md, row 98)
+        slots = max(1, hardware.available_cores() // threads)
+        waiting = list(todo)
         last_status = time.monotonic()
-        while self._procs:
+        while (waiting and not self._received) or self._procs:
+            while waiting and len(self._procs) < slots and not self._received:
+                self._start(waiting.pop(0), step, threads)
             time.sleep(0.5)
             for name, proc in list(self._procs.items()):
                 if proc.poll() is not None:
@@ -261,6 +252,23 @@ class PopulationRun:
                 last_status = time.monotonic()
                 print("  " + "  ".join(f"{n} {_steps(self.members_dir / n):,}" for n in todo), flush=True)
         return codes
+
+    def _start(self, name: str, step: int, threads: int) -> None:
+        """Start member ``name``'s ``train_ppo`` process (new, or ``--resume``), pausing at ``step`` before the end."""
+        cmd = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--runs-dir", str(self.members_dir), "--no-progress"]
+        if (self.members_dir / name / "config.yaml").is_file():
+            cmd += ["--resume", name]
+        else:
+            cmd += ["--preset", str(self.members_dir / f"{name}.yaml"), "--run-name", name]
+        cmd += ["--num-threads", str(threads)]
+        if step < self.config.timesteps:
+            cmd += ["--stop-at", str(step)]
+        log = open(self.members_dir / f"{name}.log", "ab")
+        log.write(("$ " + " ".join(cmd) + "\n").encode())
+        log.flush()
+        # its own session: a Ctrl-C at the terminal reaches the members once, through _on_signal
+        self._procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         first = not self._received
