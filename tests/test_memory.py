@@ -47,6 +47,21 @@ def test_separate_value_net_is_counted() -> None:
 
 
 @pytest.mark.parametrize("obs_space,act_space", OTHER_SPACES)
+def test_trunk_policy_is_counted_once(obs_space: spaces.Space, act_space: spaces.Space) -> None:
+    import torch
+
+    from mission_gym.training.trunk import trunk_policy_kwargs
+
+    kwargs = trunk_policy_kwargs({"net_arch": [32, 16], "activation_fn": torch.nn.Tanh})
+    policy = ActorCriticPolicy(obs_space, act_space, lambda _: 3e-4, **kwargs)
+    shape = small_shape(trunk=True, **mem.spaces_fields(obs_space, act_space))
+    assert mem.count_parameters(shape) == sum(p.numel() for p in policy.parameters())
+    assert mem.count_parameters(shape) < mem.count_parameters(small_shape(**mem.spaces_fields(obs_space, act_space)))
+    config = load_preset("quick").model_copy(update={"policy": "trunk", "network_arch": [32, 16]})
+    assert mem.shape_from_config(config, cores=2).trunk
+
+
+@pytest.mark.parametrize("obs_space,act_space", OTHER_SPACES)
 def test_rollout_buffer_bytes_match_sb3(obs_space: spaces.Space, act_space: spaces.Space) -> None:
     buf = RolloutBuffer(7, obs_space, act_space, device="cpu", n_envs=3)
     arrays = ("observations", "actions", "rewards", "returns", "episode_starts", "values", "log_probs", "advantages")

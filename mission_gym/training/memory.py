@@ -104,6 +104,7 @@ class RunShape:
     :param batch_size: minibatch size
     :param net_arch: hidden layer widths of the policy net (SB3 builds the same widths for the value net)
     :param vf_arch: hidden widths of the value net when different from ``net_arch``
+    :param trunk: one MLP of ``net_arch`` feeds both heads (``policy: trunk``); no value net of its own
     :param activation: activation name (``tanh``, ``relu``, ...)
     :param obs_dim: flattened observation size
     :param obs_itemsize: bytes per observation element (4 for float32)
@@ -120,6 +121,7 @@ class RunShape:
     batch_size: int
     net_arch: tuple[int, ...]
     vf_arch: tuple[int, ...] | None = None
+    trunk: bool = False
     activation: str = "tanh"
     obs_dim: int = 100
     obs_itemsize: int = 4
@@ -161,6 +163,9 @@ class RunShape:
 
     @property
     def vf_widths(self) -> tuple[int, ...]:
+        """Hidden widths of the value net's own layers (none when the trunk feeds the value head)."""
+        if self.trunk:
+            return ()
         return tuple(self.net_arch if self.vf_arch is None else self.vf_arch)
 
     @property
@@ -195,7 +200,7 @@ def count_parameters(shape: RunShape) -> int:
         return total, last
 
     pi, last_pi = mlp(shape.pi_widths)
-    vf, last_vf = mlp(shape.vf_widths)
+    vf, last_vf = (0, last_pi) if shape.trunk else mlp(shape.vf_widths)
     action_head = last_pi * shape.action_outputs + shape.action_outputs
     log_std = shape.action_outputs if shape.action_kind == "box" else 0
     return pi + vf + action_head + log_std + last_vf + 1
@@ -272,7 +277,8 @@ class MemoryEstimate:
         s = self.shape
         lines = [
             f"n_envs={s.n_envs} n_steps={s.n_steps} (rollout {s.rollout}) batch={s.batch_size} "
-            f"net={','.join(map(str, s.net_arch))} {s.activation} vec_env={s.vec_env} device={s.device} "
+            f"net={','.join(map(str, s.net_arch))}{' trunk' if s.trunk else ''} {s.activation} "
+            f"vec_env={s.vec_env} device={s.device} "
             f"params={self.params:,}",
             "host RAM:",
         ]
@@ -495,6 +501,7 @@ def shape_from_config(config: Any, *, device: str | None = None, cores: int | No
         batch = choose_batch_size(n_envs * n_steps, target, int(config_value(config, "min_batch", default=DEFAULT_FLOOR)))
     pi, vf = parse_arch(config_value(config, *_ARCH_KEYS, default=(64, 64)))
     activation = config_value(config, "activation", "activation_fn", default="tanh")
+    trunk = config_value(config, "policy", depth=0) == "trunk"
     activation = _ACTIVATION_NAMES.get(getattr(activation, "__name__", str(activation)), str(activation)).lower()
     dev = device or str(config_value(config, "device", default="cpu"))
     vec_env = str(config_value(config, "vec_env", default="auto"))
@@ -512,6 +519,7 @@ def shape_from_config(config: Any, *, device: str | None = None, cores: int | No
         "batch_size": int(batch),
         "net_arch": pi,
         "vf_arch": vf,
+        "trunk": trunk,
         "activation": activation,
         "vec_env": vec_env,
         "device": "cpu" if dev in ("auto", "mps") else dev,  # MPS: unified memory, counted as host RAM
@@ -783,13 +791,18 @@ def measure_training(shape: RunShape, rollouts: int = 2, seed: int = 0) -> Measu
                        normalize_reward=shape.normalize)  # fmt: skip
     activation = {"relu": torch.nn.ReLU, "leaky_relu": torch.nn.LeakyReLU, "elu": torch.nn.ELU, "gelu": torch.nn.GELU,
                   "silu": torch.nn.SiLU}.get(shape.activation, torch.nn.Tanh)  # fmt: skip
+    policy_kwargs: dict[str, Any] = {"net_arch": {"pi": list(shape.pi_widths), "vf": list(shape.vf_widths)}}
+    if shape.trunk:
+        from mission_gym.training.trunk import trunk_policy_kwargs
+
+        policy_kwargs = trunk_policy_kwargs({"net_arch": list(shape.net_arch), "activation_fn": activation})
     model = PPO(
         "MlpPolicy",
         env,
         n_steps=shape.n_steps,
         batch_size=shape.batch_size,
         n_epochs=shape.n_epochs,
-        policy_kwargs={"net_arch": {"pi": list(shape.pi_widths), "vf": list(shape.vf_widths)}, "activation_fn": activation},
+        policy_kwargs={**policy_kwargs, "activation_fn": activation},
         device=shape.device,
         seed=seed,
         verbose=0,

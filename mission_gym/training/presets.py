@@ -119,8 +119,10 @@ class TrainConfig(BaseModel):
     min_batch: int = Field(64, ge=1, description="floor for the automatic batch size")
     n_epochs: int = Field(10, ge=1)
     network_arch: list[int] = Field(default_factory=lambda: [64, 64])
-    policy: Literal["mlp", "units"] = Field(
-        "mlp", description="mlp: SB3's MlpPolicy; units: one actor network shared by Mission Gym's attackers"
+    policy: Literal["mlp", "trunk", "units"] = Field(
+        "mlp",
+        description="mlp: SB3's MlpPolicy; trunk: one network for the actor and the critic; "
+        "units: one actor network shared by Mission Gym's attackers",
     )
     activation: Activation = "tanh"
     ortho_init: bool = True

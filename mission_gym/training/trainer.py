@@ -698,6 +698,11 @@ def _policy(config: TrainConfig, venv: Any) -> tuple[Any, dict[str, Any]]:
     kwargs = ppo_kwargs(config)
     if config.policy == "mlp":
         return "MlpPolicy", kwargs
+    if config.policy == "trunk":
+        from mission_gym.training.trunk import trunk_policy_kwargs
+
+        kwargs["policy_kwargs"] = trunk_policy_kwargs(kwargs["policy_kwargs"])
+        return "MlpPolicy", kwargs
     from mission_gym.sim.layout import C_DEF_BEARINGS, C_DEF_MOTION, C_LIDAR_RAYS
     from mission_gym.training.unit_policy import UnitPolicy, unit_layout
 
