@@ -55,6 +55,7 @@ class EvalResult:
     metrics: dict[str, float] = field(default_factory=dict)
     reward_terms: dict[str, float] = field(default_factory=dict)
     returns: list[float] = field(default_factory=list)
+    by_defender_modes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,11 +94,13 @@ def evaluate_mission(
     returns: list[float] = []
     lengths: list[int] = []
     metrics: list[dict[str, Any]] = []
+    modes: list[str] = []  # each episode's defender modes, e.g. "guard_objective+patrol"
     for start in range(0, n_episodes, MAX_BATCH):
         wave = seeds[start : start + MAX_BATCH]
         venv = MissionVecEnv(len(wave), **(env_kwargs or {}))
         venv.seed_envs(wave)
         obs = venv.reset()
+        modes += ["+".join(sorted(venv.core.defender_modes(i))) for i in range(len(wave))]
         done = np.zeros(len(wave), dtype=bool)
         ep_return = np.zeros(len(wave))
         results: list[dict[str, Any] | None] = [None] * len(wave)
@@ -128,7 +131,22 @@ def evaluate_mission(
         metrics=mean_metrics,
         reward_terms=mean_terms,
         returns=returns,
+        by_defender_modes=_by_modes(modes, metrics),
     )
+
+
+def _by_modes(modes: list[str], metrics: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Episodes, wins, win rate and outcome counts per combination of the defenders' modes (most episodes first)."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, m in zip(modes, metrics):
+        row = out.setdefault(key, {"episodes": 0, "wins": 0, "outcomes": Counter()})
+        row["episodes"] += 1
+        row["wins"] += int(m["win"])
+        row["outcomes"][str(m["outcome"])] += 1
+    for row in out.values():
+        row["win_rate"] = row["wins"] / row["episodes"]
+        row["outcomes"] = dict(row["outcomes"])
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1]["episodes"], kv[0])))
 
 
 def evaluate_gym(

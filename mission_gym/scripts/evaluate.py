@@ -40,6 +40,11 @@ def format_result(r: EvalResult) -> str:
         lo, hi = r.win_ci95
         lines.append(f"  win rate     {100 * r.win_rate:5.1f}%   (95% Wilson interval {100 * lo:.1f}–{100 * hi:.1f}%)")
         lines.append("  outcomes     " + ", ".join(f"{k} {v}" for k, v in sorted(r.outcomes.items())))
+        if len(r.by_defender_modes) > 1:
+            lines.append("  by the defenders' modes:")
+            for key, row in r.by_defender_modes.items():
+                outcomes = ", ".join(f"{k} {v}" for k, v in sorted(row["outcomes"].items()))
+                lines.append(f"    {key:<32} {100 * row['win_rate']:5.1f}% of {row['episodes']:>4}   ({outcomes})")
     lines.append(f"  mean return  {r.mean_return:.2f} ± {r.std_return:.2f}   mean length {r.mean_length:.1f} steps")
     for key in sorted(r.metrics):
         if key not in ("win", "steps"):
