@@ -3,7 +3,7 @@
 SB3's ``MlpPolicy`` builds two MLPs of ``network_arch``: one for the action logits, one for the value. Here a single
 MLP of ``network_arch`` (the trunk) is SB3's shared features extractor, and the action and value heads are linear
 layers on its output, so each forward and backward pass does about half the arithmetic, and the value loss shapes
-the features the policy uses. On Mission Gym's default scenario it trains about 1.3× the steps per second of two
+the features the policy uses. On Mission Gym's default scenario it trains about 1.25× the steps per second of two
 [128, 128] networks and its members take off sooner, but the agents it ends with win no more (docs/results.md,
 rows 103–105).
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 from stable_baselines3.common.preprocessing import get_flattened_obs_dim
-from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, create_mlp
 from torch import nn
 
 
@@ -28,11 +28,7 @@ class MlpTrunk(BaseFeaturesExtractor):
 
     def __init__(self, observation_space: Any, widths: list[int], activation: type[nn.Module]) -> None:
         super().__init__(observation_space, widths[-1])
-        last = get_flattened_obs_dim(observation_space)
-        layers: list[nn.Module] = []
-        for width in widths:
-            layers += [nn.Linear(last, width), activation()]
-            last = width
+        layers = create_mlp(get_flattened_obs_dim(observation_space), -1, list(widths), activation)
         self.net = nn.Sequential(nn.Flatten(), *layers)
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
