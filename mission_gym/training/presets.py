@@ -142,6 +142,11 @@ class TrainConfig(BaseModel):
     population: Population = Field(default_factory=Population, description="members trained side by side")
     normalize: bool = Field(False, description="VecNormalize observations")
     normalize_reward: bool = Field(False, description="VecNormalize rewards too (needs normalize)")
+    bootstrap_truncated: bool = Field(
+        True,
+        description="bootstrap the value of an episode cut by truncation (SB3's default); false: every episode end "
+        "is terminal to the learner, for games whose limits are part of the task and visible to the agent",
+    )
     vec_env: VecEnvKind = "auto"
     device: str = "auto"
     num_threads: int | None = Field(None, ge=1)

@@ -326,6 +326,7 @@ class Trainer:
             normalize_reward=config.normalize_reward,
             gamma=config.gamma,
             normalize_stats=parent_stats,
+            bootstrap_truncated=config.bootstrap_truncated,
         )
         try:
             curriculum = _curriculum(config, venv) if config.curriculum else None  # checked before anything is written
@@ -462,6 +463,7 @@ class Trainer:
             normalize_reward=config.normalize_reward,
             gamma=config.gamma,
             normalize_stats=stats if stats.is_file() else None,
+            bootstrap_truncated=config.bootstrap_truncated,
         )
         try:
             curriculum = _curriculum(config, venv, step / config.timesteps) if config.curriculum else None

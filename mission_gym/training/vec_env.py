@@ -134,6 +134,7 @@ def make_vec_env(
     normalize_reward: bool = False,
     gamma: float = 0.99,
     normalize_stats: str | Path | None = None,
+    bootstrap_truncated: bool = True,
 ) -> VecEnv:
     """Build the training env.
 
@@ -146,6 +147,8 @@ def make_vec_env(
     :param normalize_reward: also normalise rewards
     :param gamma: discount for the reward normaliser
     :param normalize_stats: a saved ``VecNormalize`` pickle whose statistics to continue from
+    :param bootstrap_truncated: False makes every episode end terminal to the learner
+        (:class:`~mission_gym.training.episode_ends.TerminalEpisodeEnds`)
     :raises ConfigError: for an unknown env id or env arguments the env rejects
     """
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
@@ -171,6 +174,10 @@ def make_vec_env(
         if seed is not None:
             venv.seed(seed)
     venv = VecMonitor(venv)
+    if not bootstrap_truncated:
+        from mission_gym.training.episode_ends import TerminalEpisodeEnds
+
+        venv = TerminalEpisodeEnds(venv)
     if normalize_stats is not None:
         venv = VecNormalize.load(str(normalize_stats), venv)
         venv.training = True
