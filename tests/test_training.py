@@ -439,3 +439,41 @@ def test_phases_change_learning_rate_and_entropy_during_a_run(tmp_path):
     assert lrs == pytest.approx([1e-3 * 0.5, 5e-4, 2.5e-4, 0.0]) and ents == [0.0, 0.02, 0.02, 0.02]
     agent = load_agent(tmp_path / "ph", device="cpu")
     assert agent.model.ent_coef == 0.02
+
+
+# --- episode ends ---------------------------------------------------------------------------------------------
+STALL_FAST = {"scenario": {"stall": {"seconds": 1.0}}}  # no progress for 1 s (4 env steps) ends the game "stalled"
+
+
+@pytest.mark.parametrize("bootstrap", [True, False])
+def test_bootstrap_truncated_decides_whether_ppo_bootstraps_a_stall(bootstrap):
+    from stable_baselines3 import PPO
+
+    venv = make_vec_env("MissionGym-v0", 2, "native", seed=0, env_kwargs=STALL_FAST, bootstrap_truncated=bootstrap)
+    model = PPO("MlpPolicy", venv, n_steps=16, batch_size=32, policy_kwargs={"net_arch": [8]}, seed=0, device="cpu")
+    stepped: list[tuple[np.ndarray, np.ndarray, list[dict]]] = []
+    step_wait = venv.step_wait
+
+    def recording_step_wait():
+        out = step_wait()
+        stepped.append((out[1].copy(), out[2].copy(), out[3]))
+        return out
+
+    venv.step_wait = recording_step_wait
+    model.learn(16 * 2)
+    rewards = np.array([r for r, _, _ in stepped])
+    stalls = [(t, i) for t, (_, dones, infos) in enumerate(stepped) for i in np.flatnonzero(dones)]
+    assert stalls and all(stepped[t][2][i]["outcome"] == "stalled" for t, i in stalls)
+    assert all(stepped[t][2][i]["TimeLimit.truncated"] is bootstrap for t, i in stalls)
+    buffer = model.rollout_buffer.rewards  # (n_steps, n_envs): what PPO learnt from, after any bootstrap
+    assert buffer.shape == rewards.shape
+    at_stall = np.array([buffer[t, i] - rewards[t, i] for t, i in stalls])
+    if bootstrap:  # SB3 added gamma * V(last observation): never exactly 0 for an untrained value net
+        assert np.all(at_stall != 0.0)
+    else:
+        np.testing.assert_array_equal(at_stall, 0.0)
+    others = np.ones_like(rewards, dtype=bool)
+    for t, i in stalls:
+        others[t, i] = False
+    np.testing.assert_array_equal(buffer[others], rewards[others])
+    venv.close()
