@@ -1,10 +1,11 @@
 """A vec-env layer that makes every episode end terminal to the learner (``bootstrap_truncated: false``).
 
 SB3's PPO adds ``gamma * V(last observation)`` to the last reward of an episode whose info says
-``TimeLimit.truncated``, as if the game went on. That is right for a time limit the agent cannot see, and wrong
-where the limit is part of the task the agent is scored on: Mission Gym shows the time remaining in every
-observation, and its ``stalled`` end (no progress for 30 s) is a penalised outcome of the fleet's own play. Left
-bootstrapped, a stall costs the fleet its penalty but not the game it gave up, so hanging back looks cheap.
+``TimeLimit.truncated``, as if the game went on: right for a time limit the agent cannot see. Where the limit is
+part of the task and visible to the agent (Mission Gym shows the time remaining, and its ``stalled`` end is a
+penalised outcome of the fleet's own play), the end can instead be taken as final: a stall then costs its penalty
+and the game given up, whatever the value net thought of the last state. On Mission Gym's ``cpu`` preset that made
+fleets prefer a stall to a costly fight (docs/results.md, rows 110-112), so no preset uses it.
 """
 
 from __future__ import annotations
