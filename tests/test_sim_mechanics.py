@@ -768,7 +768,7 @@ def test_defender_bearings_in_the_attackers_frame(heading, fwd, left, in_beam):
     core.kd[0, 1, L.K_EVER] = 0.0
     st = core.static
     scratch = np.empty(st.circles.shape[0], dtype=np.int64), np.empty(st.rects.shape[0], dtype=np.int64)
-    write_observation(core.obs, core.u, st.up, core.ev, core.kd, 0, n_a, st.circles, st.rects, st.cfg, *scratch)
+    write_observation(core.obs, core.u, st.up, core.ev, core.kd, core.dm, 0, n_a, st.circles, st.rects, st.cfg, *scratch)
     start = n_a * (L.PER_ATTACKER_BASE + 8) + n_d * L.PER_DEFENDER
     block = core.obs[0, start : start + n_a * n_d * L.PER_BEARING].reshape(n_a, n_d, L.PER_BEARING)
     assert block[0, 0] == pytest.approx([fwd / 40.0, left / 40.0, 12.0 / math.hypot(200, 200), in_beam], abs=1e-5)
@@ -780,7 +780,9 @@ def test_defender_bearings_in_the_attackers_frame(heading, fwd, left, in_beam):
         attackers, defenders, world={"observation": {"defender_bearings": True, "bearings_frame": "world"}}, engagement=NO_TAG
     )
     world.kd[...] = core.kd
-    write_observation(world.obs, world.u, st.up, world.ev, world.kd, 0, n_a, st.circles, st.rects, world.static.cfg, *scratch)
+    write_observation(
+        world.obs, world.u, st.up, world.ev, world.kd, world.dm, 0, n_a, st.circles, st.rects, world.static.cfg, *scratch
+    )
     block = world.obs[0, start : start + n_a * n_d * L.PER_BEARING].reshape(n_a, n_d, L.PER_BEARING)
     assert block[0, 0] == pytest.approx([12.0 / 40.0, 0.0, 12.0 / math.hypot(200, 200), in_beam], abs=1e-5)
     assert block[1, 0, :2] == pytest.approx([1.0, -1.0])  # 42 m east and 130 m south, clipped

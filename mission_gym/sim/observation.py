@@ -12,6 +12,7 @@ from mission_gym.sim.geometry import ray_fan
 from mission_gym.sim.layout import (
     C_BEARINGS_WORLD,
     C_CAPTURE_TIME,
+    C_CRITIC_STATE,
     C_DEF_BEARINGS,
     C_DEF_MOTION,
     C_H,
@@ -20,11 +21,14 @@ from mission_gym.sim.layout import (
     C_LIDAR_RAYS,
     C_MAX_STEPS,
     C_SCAN_CD,
+    C_STALL_S,
     C_TAG_CD,
     C_TAG_HALF,
     C_TAG_RANGE,
     C_W,
+    D_MODE,
     E_CAPTURE,
+    E_MARK_T,
     E_OBJ_X,
     E_OBJ_Y,
     E_STEP,
@@ -60,6 +64,7 @@ def write_observation(
     up: np.ndarray,
     ev: np.ndarray,
     kd: np.ndarray,
+    dm: np.ndarray,
     e: int,
     n_a: int,
     circles: np.ndarray,
@@ -172,3 +177,23 @@ def write_observation(
 
     obs[e, k] = 1.0 - ev[e, E_STEP] / cfg[C_MAX_STEPS]
     obs[e, k + 1] = min(ev[e, E_CAPTURE] / cfg[C_CAPTURE_TIME], 1.0)
+    k += 2
+
+    if cfg[C_CRITIC_STATE] > 0.0:
+        # the critic's block, after the public part: per defender its true state whether seen or not (integrity
+        # fraction, position from the objective / arena size, heading, speed / max, tag reload, mode one-hot),
+        # then the stall clock (time since the last progress / the stall limit)
+        for d in range(kd.shape[1]):
+            i = n_a + d
+            obs[e, k + 0] = u[e, i, U_INTEG] / up[i, P_INTEG0]
+            obs[e, k + 1] = (u[e, i, U_X] - ox) / w
+            obs[e, k + 2] = (u[e, i, U_Y] - oy) / h
+            obs[e, k + 3] = math.cos(u[e, i, U_HEAD])
+            obs[e, k + 4] = math.sin(u[e, i, U_HEAD])
+            obs[e, k + 5] = u[e, i, U_SPEED] / up[i, P_MAX_SPEED]
+            obs[e, k + 6] = u[e, i, U_TAG_CD] / cfg[C_TAG_CD] if cfg[C_TAG_CD] > 0.0 else 0.0
+            mode = int(dm[e, d, D_MODE])
+            for m in range(3):
+                obs[e, k + 7 + m] = 1.0 if mode == m else 0.0
+            k += 10
+        obs[e, k] = min((t - ev[e, E_MARK_T]) / cfg[C_STALL_S], 1.0) if cfg[C_STALL_S] > 0.0 else 0.0

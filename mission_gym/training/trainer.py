@@ -54,7 +54,7 @@ from mission_gym.training.rundir import (
     vecnormalize_path,
     write_json,
 )
-from mission_gym.training.vec_env import make_vec_env, probe_spaces, resolve_kind
+from mission_gym.training.vec_env import MISSION_ENV_ID, make_vec_env, probe_spaces, resolve_kind
 
 ACTIVATIONS = {"tanh": "Tanh", "relu": "ReLU", "elu": "ELU", "leaky_relu": "LeakyReLU", "gelu": "GELU", "silu": "SiLU"}
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -698,6 +698,23 @@ def _policy(config: TrainConfig, venv: Any) -> tuple[Any, dict[str, Any]]:
     :raises ConfigError: for ``policy: units`` on an env without Mission Gym's batched core
     """
     kwargs = ppo_kwargs(config)
+    core = mission_core(venv)
+    if core is None and config.env == MISSION_ENV_ID:
+        core = venv.get_attr("core", [0])[0]  # one MissionEnv per worker (vec_env dummy or subproc)
+    if core is not None:
+        from mission_gym.training.critic_state import CriticStatePolicy, actor_size
+
+        actor_dim = actor_size(core)
+    else:
+        actor_dim = None
+    if actor_dim is not None:
+        if config.policy != "mlp":
+            raise ConfigError(
+                f"world.observation.critic_state needs policy mlp (its actor must not see the critic's block), "
+                f"got policy {config.policy!r}"
+            )
+        kwargs["policy_kwargs"] = {**kwargs["policy_kwargs"], "actor_dim": actor_dim}
+        return CriticStatePolicy, kwargs
     if config.policy == "mlp":
         return "MlpPolicy", kwargs
     if config.policy == "trunk":
@@ -708,7 +725,6 @@ def _policy(config: TrainConfig, venv: Any) -> tuple[Any, dict[str, Any]]:
     from mission_gym.sim.layout import C_DEF_BEARINGS, C_DEF_MOTION, C_LIDAR_RAYS
     from mission_gym.training.unit_policy import UnitPolicy, unit_layout
 
-    core = mission_core(venv)
     if core is None:
         raise ConfigError(f"policy units needs Mission Gym's batched training env (vec_env native), got {config.env!r}")
     st = core.static
