@@ -817,6 +817,37 @@ def test_defender_motion_shows_speed_and_reload_while_seen():
     assert core.kd[0, 0, L.K_VIS] == 0.0 and np.all(motion() == 0.0)
 
 
+def test_critic_state_appends_each_defenders_true_state_and_the_stall_clock():
+    """observation.critic_state appends, after the public vector (unchanged), per defender slot its integrity,
+    position from the objective, heading, speed, tag reload and mode one-hot, seen or not, then the stall clock."""
+    attackers = [unit("UGV_A", 20.0, 20.0, 0.0)]
+    defenders = [unit("DEF_UGV", 130.0, 80.0, 90.0), unit("DEF_UGV", 180.0, 180.0, 180.0)]
+    core = make_core(attackers, defenders, world={"observation": {"critic_state": True}})
+    plain = make_core(attackers, defenders)
+    n_d, size = 2, L.PER_CRITIC_DEFENDER
+    assert core.obs.shape[1] == L.obs_size(1, n_d, 8, critic_state=True) == plain.obs.shape[1] + n_d * size + 1
+    for c in (core, plain):
+        c.dm[0, 0, L.D_MODE], c.dm[0, 1, L.D_MODE] = L.MODE_GUARD, L.MODE_INTERCEPT
+        c.u[0, 2, L.U_INTEG] = 0.5 * c.static.up[2, L.P_INTEG0]
+        c.u[0, 1, L.U_TAG_CD] = 1.5
+    for _ in range(8):  # standing still makes no progress: the stall clock runs
+        step(core, STOP)
+        step(plain, STOP)
+    public = plain.obs.shape[1]
+    assert np.array_equal(core.obs[0, :public], plain.obs[0, :public])
+    block = core.obs[0, public : public + n_d * size].reshape(n_d, size)
+    for d, mode in ((0, L.MODE_GUARD), (1, L.MODE_INTERCEPT)):
+        i = 1 + d
+        x, y, head = core.u[0, i, L.U_X], core.u[0, i, L.U_Y], core.u[0, i, L.U_HEAD]
+        expected = [core.u[0, i, L.U_INTEG] / core.static.up[i, L.P_INTEG0], (x - 100.0) / 200.0, (y - 100.0) / 200.0,
+                    math.cos(head), math.sin(head), core.u[0, i, L.U_SPEED] / core.static.up[i, L.P_MAX_SPEED],
+                    core.u[0, i, L.U_TAG_CD] / 3.0] + [1.0 if m == mode else 0.0 for m in range(3)]  # fmt: skip
+        assert block[d] == pytest.approx(expected, abs=1e-5)
+    assert block[1, 0] == pytest.approx(0.5) and core.kd[0, 1, L.K_EVER] == 0.0  # never seen, still in the block
+    assert core.obs[0, -1] == pytest.approx(8 * STEP_S / core.static.cfg[L.C_STALL_S], abs=1e-5)
+    assert 0.0 < core.obs[0, -1] < 1.0
+
+
 def test_observation_layout_of_an_attacker():
     core = make_core([unit("UGV_A", 50.0, 150.0, 90.0)])
     a = core.obs[0, : L.PER_ATTACKER_BASE + 8]
