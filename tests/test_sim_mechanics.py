@@ -817,6 +817,41 @@ def test_defender_motion_shows_speed_and_reload_while_seen():
     assert core.kd[0, 0, L.K_VIS] == 0.0 and np.all(motion() == 0.0)
 
 
+def test_defender_objective_places_each_known_defender_from_the_objective():
+    """observation.defender_objective adds, per defender slot, its last known position from the objective's centre
+    (÷ arena size) and distance ÷ (2 × tag range) capped at 1, zeros while never seen; the rest is unchanged."""
+    attackers = [unit("UGV_A", 20.0, 20.0, 0.0)]
+    defenders = [unit("DEF_UGV", 180.0, 180.0, 180.0), unit("DEF_UGV", 190.0, 10.0, 90.0)]
+    core = make_core(attackers, defenders, world={"observation": {"defender_objective": True}})
+    plain = make_core(attackers, defenders)
+    n_d, size = 2, L.PER_OBJECTIVE
+    assert core.obs.shape[1] == L.obs_size(1, n_d, 8, defender_objective=True) == plain.obs.shape[1] + n_d * size
+
+    def block() -> np.ndarray:
+        return core.obs[0, -2 - n_d * size : -2].reshape(n_d, size)
+
+    assert np.all(block() == 0.0)  # never seen
+    # the first defender stands 20 m ahead of the attacker, in its camera's view: 80 m west and 80 m south of the
+    # objective at (100, 100)
+    for c in (core, plain):
+        c.u[0, 1, L.U_X], c.u[0, 1, L.U_Y] = 40.0, 20.0
+        step(c, STOP)
+    assert core.kd[0, 0, L.K_EVER] == 1.0 and core.kd[0, 1, L.K_EVER] == 0.0
+    kx, ky = core.kd[0, 0, L.K_X], core.kd[0, 0, L.K_Y]
+    assert block()[0] == pytest.approx([(kx - 100.0) / 200.0, (ky - 100.0) / 200.0, 1.0], abs=1e-5)
+    assert np.all(block()[1] == 0.0)
+    assert np.array_equal(np.delete(core.obs[0], np.s_[-2 - n_d * size : -2]), plain.obs[0])
+    # out of sight, close to the objective: the last known position stays until it is seen there
+    core.u[0, 1, L.U_X], core.u[0, 1, L.U_Y] = 110.0, 100.0
+    step(core, STOP)
+    assert block()[0, 2] == 1.0
+    core.u[0, 0, L.U_X], core.u[0, 0, L.U_Y] = 90.0, 100.0
+    step(core, STOP)
+    assert core.kd[0, 0, L.K_VIS] == 1.0
+    dist = math.hypot(core.kd[0, 0, L.K_X] - 100.0, core.kd[0, 0, L.K_Y] - 100.0)
+    assert block()[0, 2] == pytest.approx(dist / 40.0, abs=1e-5) and dist < 20.0
+
+
 def test_critic_state_appends_each_defenders_true_state_and_the_stall_clock():
     """observation.critic_state appends, after the public vector (unchanged), per defender slot its integrity,
     position from the objective, heading, speed, tag reload and mode one-hot, seen or not, then the stall clock."""

@@ -15,6 +15,7 @@ from mission_gym.sim.layout import (
     C_CRITIC_STATE,
     C_DEF_BEARINGS,
     C_DEF_MOTION,
+    C_DEF_OBJECTIVE,
     C_H,
     C_LAST_SEEN_H,
     C_LIDAR_RANGE,
@@ -174,6 +175,23 @@ def write_observation(
             obs[e, k + 0] = kd[e, d, K_SPEED] if seen else 0.0
             obs[e, k + 1] = kd[e, d, K_TAG_CD] if seen else 0.0
             k += 2
+
+    if cfg[C_DEF_OBJECTIVE] > 0.0:
+        # per defender slot: its last known position from the objective's centre (east, north / arena size) and
+        # distance / (2 x tag range) capped at 1; zeros for a defender never seen. A guard keeps near the centre,
+        # a patroller far from it: the mode of a defender, in the frame of the zone the fleet must hold
+        reach = 2.0 * cfg[C_TAG_RANGE] if cfg[C_TAG_RANGE] > 0.0 else diag
+        for d in range(kd.shape[1]):
+            if kd[e, d, K_EVER] > 0.0:
+                dx = kd[e, d, K_X] - ox
+                dy = kd[e, d, K_Y] - oy
+                obs[e, k + 0] = dx / w
+                obs[e, k + 1] = dy / h
+                obs[e, k + 2] = min(math.hypot(dx, dy) / reach, 1.0)
+            else:
+                for f in range(3):
+                    obs[e, k + f] = 0.0
+            k += 3
 
     obs[e, k] = 1.0 - ev[e, E_STEP] / cfg[C_MAX_STEPS]
     obs[e, k + 1] = min(ev[e, E_CAPTURE] / cfg[C_CAPTURE_TIME], 1.0)

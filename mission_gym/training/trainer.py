@@ -722,7 +722,7 @@ def _policy(config: TrainConfig, venv: Any) -> tuple[Any, dict[str, Any]]:
 
         kwargs["policy_kwargs"] = trunk_policy_kwargs(kwargs["policy_kwargs"])
         return "MlpPolicy", kwargs
-    from mission_gym.sim.layout import C_DEF_BEARINGS, C_DEF_MOTION, C_LIDAR_RAYS
+    from mission_gym.sim.layout import C_DEF_BEARINGS, C_DEF_MOTION, C_DEF_OBJECTIVE, C_LIDAR_RAYS
     from mission_gym.training.unit_policy import UnitPolicy, unit_layout
 
     if core is None:
@@ -734,6 +734,7 @@ def _policy(config: TrainConfig, venv: Any) -> tuple[Any, dict[str, Any]]:
         int(st.cfg[C_LIDAR_RAYS]),
         bool(st.cfg[C_DEF_BEARINGS]),
         bool(st.cfg[C_DEF_MOTION]),
+        bool(st.cfg[C_DEF_OBJECTIVE]),
     )
     kwargs["policy_kwargs"] = {**kwargs["policy_kwargs"], "unit_layout": layout}
     return UnitPolicy, kwargs

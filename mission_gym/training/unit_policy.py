@@ -21,7 +21,12 @@ from mission_gym.sim import layout as L
 
 
 def unit_layout(
-    n_attackers: int, n_defenders: int, lidar_rays: int, defender_bearings: bool, defender_motion: bool = False
+    n_attackers: int,
+    n_defenders: int,
+    lidar_rays: int,
+    defender_bearings: bool,
+    defender_motion: bool = False,
+    defender_objective: bool = False,
 ) -> dict[str, int]:
     """Where each attacker's own values lie in the flat observation (see docs/environment.md, Observation)."""
     per_attacker = L.PER_ATTACKER_BASE + lidar_rays
@@ -31,7 +36,9 @@ def unit_layout(
         "unit_size": per_attacker,
         "bearings_start": n_attackers * per_attacker + n_defenders * L.PER_DEFENDER,
         "bearings_size": bearings,
-        "obs_dim": L.obs_size(n_attackers, n_defenders, lidar_rays, defender_bearings, defender_motion),
+        "obs_dim": L.obs_size(
+            n_attackers, n_defenders, lidar_rays, defender_bearings, defender_motion, defender_objective=defender_objective
+        ),
     }
 
 
