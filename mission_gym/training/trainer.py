@@ -42,6 +42,7 @@ from mission_gym.training.callbacks import (
     save_model,
 )
 from mission_gym.training.curriculum import Curriculum, CurriculumCallback, mission_core
+from mission_gym.training.entropy import lean_entropy
 from mission_gym.training.presets import TrainConfig, ppo_extra_args
 from mission_gym.training.rundir import (
     RunDir,
@@ -334,6 +335,7 @@ class Trainer:
                 compare_spaces(parent, venv.observation_space, venv.action_space)
             policy, kwargs = _policy(config, venv)
             model = PPO(policy, venv, device=device, seed=config.seed, verbose=0, **kwargs)
+            lean_entropy(model)
             if parent is not None:
                 _copy_weights(parent, model)
         except BaseException:
@@ -468,6 +470,7 @@ class Trainer:
         try:
             curriculum = _curriculum(config, venv, step / config.timesteps) if config.curriculum else None
             model = PPO.load(ckpt, env=venv, device=device)
+            lean_entropy(model)
         except BaseException:
             venv.close()
             raise
