@@ -178,8 +178,8 @@ def write_observation(
 
     if cfg[C_DEF_OBJECTIVE] > 0.0:
         # per defender slot: its last known position from the objective's centre (east, north / arena size) and
-        # distance / (2 x tag range) capped at 1; zeros for a defender never seen. A guard keeps near the centre,
-        # a patroller far from it: the mode of a defender, in the frame of the zone the fleet must hold
+        # distance / (2 x tag range) capped at 1; zeros for a defender never seen: where a defender is from the
+        # zone the fleet must hold (a guard keeps within its guard radius of the centre)
         reach = 2.0 * cfg[C_TAG_RANGE] if cfg[C_TAG_RANGE] > 0.0 else diag
         for d in range(kd.shape[1]):
             if kd[e, d, K_EVER] > 0.0:
