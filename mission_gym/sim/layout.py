@@ -106,8 +106,9 @@ def obs_size(
     """Length of the flat observation vector (with ``critic_state``, the critic's block after the public part)."""
     bearings = n_attackers * n_defenders * PER_BEARING if defender_bearings else 0
     motion = n_defenders * PER_MOTION if defender_motion else 0
-    motion += n_defenders * PER_OBJECTIVE if defender_objective else 0
-    public = n_attackers * (PER_ATTACKER_BASE + lidar_rays) + n_defenders * PER_DEFENDER + bearings + motion + GLOBAL_FEATURES
+    objective = n_defenders * PER_OBJECTIVE if defender_objective else 0
+    public = n_attackers * (PER_ATTACKER_BASE + lidar_rays) + n_defenders * PER_DEFENDER + GLOBAL_FEATURES
+    public += bearings + motion + objective
     return public + (n_defenders * PER_CRITIC_DEFENDER + CRITIC_GLOBALS if critic_state else 0)
 
 
