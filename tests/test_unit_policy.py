@@ -62,8 +62,9 @@ def test_units_share_the_actor_and_differ_only_by_what_they_see(tmp_path):
     assert actions.shape == (2, 4) and actions.max() < n_actions
 
 
-def test_units_policy_is_refused_for_other_envs(tmp_path):
-    config = tiny_units(env="CartPole-v1", vec_env="dummy", env_kwargs={})
+@pytest.mark.parametrize("env", ["CartPole-v1", "MissionGym-v0"])
+def test_units_policy_is_refused_without_the_batched_core(tmp_path, env):
+    config = tiny_units(env=env, vec_env="dummy", **({"env_kwargs": {}} if env != "MissionGym-v0" else {}))
     with pytest.raises(ConfigError, match="policy units needs Mission Gym"):
         Trainer.create(config, runs_dir=tmp_path, run_name="c", progress=False)
     assert not (tmp_path / "c").exists()

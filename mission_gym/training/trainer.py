@@ -702,14 +702,13 @@ def _policy(config: TrainConfig, venv: Any) -> tuple[Any, dict[str, Any]]:
     """
     kwargs = ppo_kwargs(config)
     core = mission_core(venv)
-    if core is None and config.env == MISSION_ENV_ID:
-        core = venv.get_attr("core", [0])[0]  # one MissionEnv per worker (vec_env dummy or subproc)
-    if core is not None:
+    # the observation's layout: from the batched core, or from worker 0's MissionEnv (vec_env dummy or subproc)
+    any_core = venv.get_attr("core", [0])[0] if core is None and config.env == MISSION_ENV_ID else core
+    actor_dim = None
+    if any_core is not None:
         from mission_gym.training.critic_state import CriticStatePolicy, actor_size
 
-        actor_dim = actor_size(core)
-    else:
-        actor_dim = None
+        actor_dim = actor_size(any_core)
     if actor_dim is not None:
         if config.policy != "mlp":
             raise ConfigError(
