@@ -206,15 +206,48 @@ class PopulationRun:
             for s in ranked:
                 mark = "*" if (s is ranked[0] if final else s["member"] in kept) else " "
                 print(f"  {mark} {s['member']:>4} {s['model']:<28} {_describe(EvalRecord(**s['record']))}")
-            done_cuts.append({"step": step, "scores": scores, "kept": kept, "failed": failed, "best": ranked[0]})
-            write_json(self.run / STATE, self.state)
-            active = kept
+            n_clones = 0 if final else self.config.population.cuts[i].clones
+            clones = self._clone(kept[0], step, n_clones)
+            if clones:
+                print(f"population: {kept[0]} also carries on as {', '.join(clones)} (new seeds)", flush=True)
+            record = {"step": step, "scores": scores, "kept": kept + clones, "failed": failed, "best": ranked[0]}
+            done_cuts.append({**record, "clones": clones} if clones else record)
+            write_json(self.run / STATE, self.state)  # with the clones' entries in "members"
+            active = kept + clones
         best = done_cuts[-1]["best"]
         self._adopt(best)
         rec = EvalRecord(**best["record"])
         return PopulationResult(
             self.run.path, "finished", 0, 0.0, winner=best["member"], winner_model=best["model"], record=rec
         )
+
+    def _clone(self, best: str, step: int, n: int) -> list[str]:
+        """Copy member ``best``, paused at ``step``, ``n`` times as new members with seeds of their own (added to
+        the state's ``members``; the caller writes the state); their names."""
+        members = self.state["members"]
+        names = []
+        for _ in range(n):
+            k = len(members)
+            name, seed = f"m{k}", member_seeds(self.config.seed, k + 1)[k]
+            dst, tmp = self.members_dir / name, self.members_dir / f".{name}.partial"
+            for leftover in (dst, tmp):  # from a session stopped before this cut was recorded
+                if leftover.exists():
+                    shutil.rmtree(leftover)
+            shutil.copytree(self.members_dir / best, tmp)
+            config = member_config(self.config, seed)
+            saved = read_yaml(tmp / "config.yaml")  # the source's finalised configuration, but the seed
+            atomic_write_text(tmp / "config.yaml", dump_yaml({**saved, "seed": seed}))
+            clone_of = {"member": best, "step": step}
+            lineage = read_json(tmp / "lineage.json")
+            write_json(tmp / "lineage.json", {**lineage, "run": name, "clone_of": clone_of})
+            RunDir(tmp).update_metadata(run=name, clone_of=clone_of)
+            os.replace(tmp, dst)
+            atomic_write_text(self.members_dir / f"{name}.yaml", dump_yaml(config.model_dump()))
+            with open(self.members_dir / f"{name}.log", "w") as log:
+                log.write(f"clone of {best} at step {step:,} with seed {seed}\n")
+            members.append({"name": name, "seed": seed, "clone_of": best, "step": step})
+            names.append(name)
+        return names
 
     def _threads(self, n_members: int) -> int:
         return self.config.num_threads or max(1, hardware.available_cores() // max(1, n_members))
@@ -291,6 +324,8 @@ class PopulationRun:
             member = RunDir(self.members_dir / name)
             if final:
                 models = [member / "best_model.zip", member / "final_model.zip"]
+                if self.config.population.final_checkpoints:
+                    models += [path for _, path in member.checkpoints()]
             else:
                 latest = member.latest_checkpoint()
                 models = [latest[1]] if latest else []
@@ -301,7 +336,8 @@ class PopulationRun:
                 agent = load_agent(path, device="cpu")
                 step_saved = int(agent.model.num_timesteps)
                 if step_saved not in scored:
-                    episodes = self.config.population.episodes
+                    pop = self.config.population
+                    episodes = (pop.final_episodes or pop.episodes) if final else pop.episodes
                     env, kwargs = self.config.env, self.config.env_kwargs
                     scored[step_saved] = eval_record(agent.predict, env, kwargs, episodes, step_saved)
                 model = str(path.relative_to(member.path))

@@ -63,12 +63,15 @@ class CurriculumStep(BaseModel):
 
 
 class PopulationCut(BaseModel):
-    """At ``at`` (a fraction of the run's timesteps) the best ``keep`` members carry on."""
+    """At ``at`` (a fraction of the run's timesteps) the best ``keep`` members carry on, and ``clones`` copies of
+    the best one with seeds of their own (population-based training's exploit step): they start from its
+    checkpoint at the cut and then see other games, so each is another draw of how the best member ends."""
 
     model_config = ConfigDict(extra="forbid")
 
     at: float = Field(gt=0, lt=1, description="fraction of the run's timesteps where the members are compared")
     keep: int = Field(ge=1, description="members that carry on")
+    clones: int = Field(0, ge=0, description="copies of the best member that also carry on, each with a new seed")
 
 
 class Population(BaseModel):
@@ -82,6 +85,12 @@ class Population(BaseModel):
     size: int = Field(1, ge=1, le=64, description="members started (the first keeps the run's seed)")
     cuts: list[PopulationCut] = Field(default_factory=list)
     episodes: int = Field(200, ge=1, description="evaluation episodes per member at each cut and at the end")
+    final_episodes: int | None = Field(
+        None, ge=1, description="evaluation episodes per model at the end (default: episodes)"
+    )
+    final_checkpoints: bool = Field(
+        False, description="at the end also score each survivor's kept checkpoints, not only its best and final models"
+    )
 
     @model_validator(mode="after")
     def _check_cuts(self) -> Population:
@@ -94,7 +103,12 @@ class Population(BaseModel):
                 raise ValueError(
                     f"population.cuts: keep {cut.keep} at {cut.at} must be fewer than the {alive} members before it"
                 )
-            alive = cut.keep
+            if cut.keep + cut.clones > alive:
+                raise ValueError(
+                    f"population.cuts: keep {cut.keep} + clones {cut.clones} at {cut.at} must be at most the {alive} "
+                    "members before it (clones fill the places of members cut)"
+                )
+            alive = cut.keep + cut.clones
         return self
 
 

@@ -459,7 +459,7 @@ class Trainer:
             config.env,
             config.n_envs,
             kind,
-            seed=config.seed + step,  # fresh episodes, not a replay of the first session's
+            seed=config.seed + step,
             env_kwargs=config.env_kwargs,
             normalize=config.normalize,
             normalize_reward=config.normalize_reward,
@@ -470,6 +470,10 @@ class Trainer:
         try:
             curriculum = _curriculum(config, venv, step / config.timesteps) if config.curriculum else None
             model = PPO.load(ckpt, env=venv, device=device)
+            # PPO.load reseeds every generator and the envs with the first session's seed (SB3's _setup_model), so
+            # a resumed session would replay its games: seed this session's own (a population's clones, whose
+            # seed differs, then see other games than the member they copy)
+            model.set_random_seed(config.seed + step)
             lean_entropy(model)
         except BaseException:
             venv.close()
