@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.training.callbacks import EvalRecord
@@ -39,6 +41,15 @@ def test_population_config_is_checked():
         apply_overrides(base, {"population": {"size": 4, "cuts": [{"at": 0.6, "keep": 2}, {"at": 0.3, "keep": 1}]}})
     with pytest.raises(ConfigError, match="at"):
         apply_overrides(base, {"population": {"size": 4, "cuts": [{"at": 1.0, "keep": 2}]}})
+    # clones fill the places of members cut: the population never grows
+    cloned = {"size": 3, "cuts": [{"at": 0.3, "keep": 1, "clones": 2}, {"at": 0.6, "keep": 2}]}
+    assert stages(apply_overrides(base, {"population": cloned})) == [(614, 1), (1229, 2), (2048, 1)]
+    with pytest.raises(ConfigError, match="keep 2 \\+ clones 2 at 0.5 must be at most the 3 members"):
+        apply_overrides(base, {"population": {"size": 3, "cuts": [{"at": 0.5, "keep": 2, "clones": 2}]}})
+    with pytest.raises(ConfigError, match="clones"):
+        apply_overrides(base, {"population": {"size": 3, "cuts": [{"at": 0.5, "keep": 1, "clones": -1}]}})
+    with pytest.raises(ConfigError, match="final_episodes"):
+        apply_overrides(base, {"population": {"size": 2, "final_episodes": 0}})
 
 
 def test_member_seeds_are_distinct_reproducible_and_start_with_the_run_seed():
@@ -113,6 +124,71 @@ def test_population_run_cuts_and_adopts_the_best_member(tmp_path):
 
     agent = load_agent(run)
     assert agent.model_path == run / "best_model.zip" and agent.env_id == "MissionGym-v0"
+
+
+def test_resume_plays_fresh_games_and_trains_the_same_twice(tmp_path):
+    from stable_baselines3 import PPO
+
+    from mission_gym.training.trainer import Trainer
+
+    paused = run_cli([*CARTPOLE, "--timesteps", "1024", "--run-name", "a", "--seed", "5", "--stop-at", "256"], tmp_path)
+    assert paused.returncode == 0, paused.stderr
+    runs = tmp_path / "runs"
+    step = RunDir(runs / "a").latest_checkpoint()[0]
+    # PPO.load reseeds with the first session's seed; the resumed session must seed its own games
+    trainer = Trainer.resume("a", runs_dir=runs, progress=False)
+    try:
+        assert trainer.model.get_env().unwrapped._seeds == [5 + step, 6 + step]
+    finally:
+        trainer.model.get_env().close()
+    shutil.copytree(runs / "a", runs / "b")
+    shutil.copytree(runs / "a", runs / "c")
+    config = (runs / "c" / "config.yaml").read_text()
+    (runs / "c" / "config.yaml").write_text(config.replace("seed: 5\n", "seed: 6\n"))
+    for name in "abc":
+        done = run_cli(["--resume", name, "--no-progress"], tmp_path)
+        assert done.returncode == 0, done.stderr
+    weights = {n: PPO.load(runs / n / "final_model.zip").policy.state_dict() for n in "abc"}
+    assert all(torch.equal(weights["a"][k], weights["b"][k]) for k in weights["a"])
+    assert not all(torch.equal(weights["a"][k], weights["c"][k]) for k in weights["a"])  # another seed, other games
+
+
+def test_population_clones_the_best_member_with_a_seed_of_its_own(tmp_path):
+    from stable_baselines3 import PPO
+
+    from mission_gym.config.yaml_io import read_yaml
+
+    pop = "population={size: 3, cuts: [{at: 0.3, keep: 2}, {at: 0.6, keep: 1, clones: 1}], episodes: 4, "
+    pop += "final_episodes: 6, final_checkpoints: true}"
+    proc = run_cli(
+        ["--preset", "quick", "--timesteps", "2048", "--run-name", "p", "--hyperparams", pop, "--no-progress"], tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run, members = tmp_path / "runs" / "p", tmp_path / "runs" / "p" / "members"
+    state = json.loads((run / "population.json").read_text())
+    first, second, end = state["cuts"]
+    source = second["kept"][0]
+    best_at_cut = max(second["scores"], key=lambda s: EvalRecord(**s["record"]).score())["member"]
+    assert source == best_at_cut and second["clones"] == ["m3"] and second["kept"] == [source, "m3"]
+    assert state["members"][3] == {"name": "m3", "seed": member_seeds(0, 4)[3], "clone_of": source, "step": 1229}
+    assert f"{source} also carries on as m3" in proc.stdout
+    # the clone is its source's configuration with its own seed, started from the source's checkpoint at the cut
+    own, theirs = read_yaml(members / "m3" / "config.yaml"), read_yaml(members / source / "config.yaml")
+    assert own["seed"] == member_seeds(0, 4)[3] and {**own, "seed": theirs["seed"]} == theirs
+    at_cut = RunDir(members / source).latest_checkpoint()  # the run ended: a checkpoint at or after the cut
+    cut_ckpt = [p for s, p in RunDir(members / "m3").checkpoints() if s < at_cut[0]]
+    assert cut_ckpt and cut_ckpt[-1].read_bytes() == (members / source / "checkpoints" / cut_ckpt[-1].name).read_bytes()
+    meta = json.loads((members / "m3" / "metadata.json").read_text())
+    assert meta["run"] == "m3" and meta["clone_of"] == {"member": source, "step": 1229} and meta["status"] == "finished"
+    assert json.loads((members / "m3" / "lineage.json").read_text())["clone_of"]["member"] == source
+    a = PPO.load(members / source / "final_model.zip").policy.state_dict()
+    b = PPO.load(members / "m3" / "final_model.zip").policy.state_dict()
+    assert not all(torch.equal(a[k], b[k]) for k in a)  # it played other games from the cut on
+    # the end scores every survivor's best, final and kept checkpoints on final_episodes games
+    assert {s["member"] for s in end["scores"]} == {source, "m3"}
+    assert all(EvalRecord(**s["record"]).n_episodes == 6 for s in end["scores"])
+    assert {s["model"] for s in end["scores"] if s["member"] == "m3"} >= {"best_model.zip", "final_model.zip"}
+    assert any(s["model"].startswith("checkpoints/") for s in end["scores"])
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")

@@ -85,9 +85,7 @@ class Population(BaseModel):
     size: int = Field(1, ge=1, le=64, description="members started (the first keeps the run's seed)")
     cuts: list[PopulationCut] = Field(default_factory=list)
     episodes: int = Field(200, ge=1, description="evaluation episodes per member at each cut and at the end")
-    final_episodes: int | None = Field(
-        None, ge=1, description="evaluation episodes per model at the end (default: episodes)"
-    )
+    final_episodes: int | None = Field(None, ge=1, description="evaluation episodes per model at the end (default: episodes)")
     final_checkpoints: bool = Field(
         False, description="at the end also score each survivor's kept checkpoints, not only its best and final models"
     )
