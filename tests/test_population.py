@@ -80,6 +80,10 @@ def test_stop_at_pauses_and_resume_finishes(tmp_path):
         (["--hyperparams", "population={size: 2}", "--stop-at", "100"], "--stop-at does not apply to a population"),
         (["--hyperparams", "population={size: 2, cuts: [{at: 0.5, keep: 3}]}"], "must be fewer than the 2 members"),
         (["--hyperparams", "population={size: 2, episods: 3}"], "episods"),
+        (["--hyperparams", "population={size: 2, variants: [{}, {gamma: 2}]}"], "population.variants"),
+        (["--hyperparams", "population={size: 2, variants: [{}, {gama: 0.9}]}"], "unknown setting 'gama'"),
+        (["--hyperparams", "population={size: 2, variants: [{seed: 4}]}"], "seed belong to the whole population"),
+        (["--hyperparams", "population={size: 2, variants: [{}, {}, {}]}"], "3 variants for 2 members"),
     ],
 )
 def test_bad_population_and_stop_at_input(tmp_path, monkeypatch, capsys, args, expected):
@@ -159,7 +163,7 @@ def test_population_clones_the_best_member_with_a_seed_of_its_own(tmp_path):
     from mission_gym.config.yaml_io import read_yaml
 
     pop = "population={size: 3, cuts: [{at: 0.3, keep: 2}, {at: 0.6, keep: 1, clones: 1}], episodes: 4, "
-    pop += "final_episodes: 6, final_checkpoints: true}"
+    pop += "final_episodes: 6, final_checkpoints: true, variants: [{}, {gamma: 0.95}]}"  # m0, m2 the run's; m1 its own
     proc = run_cli(
         ["--preset", "quick", "--timesteps", "2048", "--run-name", "p", "--hyperparams", pop, "--no-progress"], tmp_path
     )
@@ -172,9 +176,15 @@ def test_population_clones_the_best_member_with_a_seed_of_its_own(tmp_path):
     assert source == best_at_cut and second["clones"] == ["m3"] and second["kept"] == [source, "m3"]
     assert state["members"][3] == {"name": "m3", "seed": member_seeds(0, 4)[3], "clone_of": source, "step": 1229}
     assert f"{source} also carries on as m3" in proc.stdout
-    # the clone is its source's configuration with its own seed, started from the source's checkpoint at the cut
+    # the members' recipes: variants[k % 2] over the run's configuration (quick's gamma is 0.99)
+    recipes = {m: read_yaml(members / f"{m}.yaml") for m in ("m0", "m1", "m2", "m3")}
+    assert [recipes[m]["gamma"] for m in ("m0", "m1", "m2")] == [0.99, 0.95, 0.99]
+    assert read_yaml(members / "m1" / "config.yaml")["gamma"] == 0.95  # what the member trained with
+    # the clone is its source's configuration (its variant too) with its own seed, started from the source's
+    # checkpoint at the cut
     own, theirs = read_yaml(members / "m3" / "config.yaml"), read_yaml(members / source / "config.yaml")
     assert own["seed"] == member_seeds(0, 4)[3] and {**own, "seed": theirs["seed"]} == theirs
+    assert {**recipes["m3"], "seed": recipes[source]["seed"]} == recipes[source]
     at_cut = RunDir(members / source).latest_checkpoint()  # the run ended: a checkpoint at or after the cut
     cut_ckpt = [p for s, p in RunDir(members / "m3").checkpoints() if s < at_cut[0]]
     assert cut_ckpt and cut_ckpt[-1].read_bytes() == (members / source / "checkpoints" / cut_ckpt[-1].name).read_bytes()

@@ -373,8 +373,54 @@ def test_curriculum_ramps_to_the_real_game():
     assert merged == {**load_preset("cpu").env_kwargs, "reward": {"win_bonus": 100}}  # merged into the preset's
     with pytest.raises(ConfigError, match="CartPole-v1"):
         apply_overrides(load_preset("cpu"), {"env": "CartPole-v1", "curriculum": [step.model_dump()]})
-    with pytest.raises(ValueError, match="each setting once"):
+    with pytest.raises(ValueError, match="the steps of engagement.capture.time_to_capture overlap"):
         tiny(env="MissionGym-v0", vec_env="native", curriculum=[step.model_dump(), step.model_dump()])
+
+
+def test_a_curriculum_step_may_start_later_and_a_setting_may_have_several():
+    from mission_gym.config import load_config
+    from mission_gym.training.curriculum import Curriculum
+    from mission_gym.training.presets import CurriculumStep
+
+    modes = "engagement.defenders.mode_probs."
+    early = [  # chasers only at first, the game's own 0.5 / 0.3 / 0.2 by 40%
+        CurriculumStep(setting=modes + "patrol", value=1.0, until=0.4),
+        CurriculumStep(setting=modes + "guard_objective", value=0.0, until=0.4),
+        CurriculumStep(setting=modes + "intercept", value=0.0, until=0.4),
+    ]
+    late = [  # more guards from 60%, back to the game's own by the end
+        CurriculumStep(setting=modes + "guard_objective", value=0.5, start=0.6, until=1.0),
+        CurriculumStep(setting=modes + "patrol", value=0.3, start=0.6, until=1.0),
+    ]
+    cur = Curriculum(load_config(), early + late)
+
+    def probs(progress: float) -> tuple[float, float, float]:
+        p = cur.config_at(progress).engagement.defenders.mode_probs
+        return p.patrol, p.guard_objective, p.intercept
+
+    assert probs(0.0) == (1.0, 0.0, 0.0) and probs(0.2) == pytest.approx((0.75, 0.15, 0.1))
+    assert probs(0.4) == probs(0.5) == probs(0.599) == pytest.approx((0.5, 0.3, 0.2))  # the game's own in between
+    assert probs(0.6) == pytest.approx((0.3, 0.5, 0.2)) and probs(0.8) == pytest.approx((0.4, 0.4, 0.2))
+    assert probs(1.0) == pytest.approx((0.5, 0.3, 0.2))
+    # a step that starts later leaves the game alone before it, and the first step's formula is unchanged by it
+    only_late = Curriculum(load_config(), late)
+    assert only_late.values(0.3) == {modes + "guard_objective": 0.3, modes + "patrol": 0.5}
+    capture = CurriculumStep(setting="engagement.capture.time_to_capture", value=5.0, until=0.4)
+    ramp = Curriculum(load_config(), [capture])
+    assert all(ramp.values(p)[capture.setting] == 5.0 + 10.0 * min(p / 0.4, 1.0) for p in (0.0, 0.123, 0.3999, 0.7))
+    with pytest.raises(ValueError, match="must start before its until"):
+        CurriculumStep(setting=capture.setting, value=5.0, start=0.5, until=0.5)
+    with pytest.raises(ValueError, match=r"overlap, got \(start, until\) \[\(0\.0, 0\.4\), \(0\.3, 0\.9\)\]"):
+        tiny(
+            env="MissionGym-v0",
+            vec_env="native",
+            curriculum=[capture.model_dump(), {**capture.model_dump(), "start": 0.3, "until": 0.9}],
+        )
+    # the ramp's values are checked at every step's start too: guards 0.5 without patrol 0.3 do not sum to 1
+    with pytest.raises(ConfigError, match="at 0.6 of the run is not valid: .*sum to 1"):
+        Curriculum(load_config(), late[:1])
+    spaced = tiny(env="MissionGym-v0", vec_env="native", curriculum=[s.model_dump() for s in early + late])
+    assert len(spaced.curriculum) == 5
 
 
 def test_curriculum_plays_an_easier_game_while_evaluation_plays_the_real_one(tmp_path):

@@ -1,10 +1,12 @@
-"""A curriculum over game settings: the training envs start on an easier game and reach the real one.
+"""A curriculum over game settings: the training envs play another game for part of the run (an easier one at the
+start, or more of what the agent still loses later) and reach the real one.
 
 ``curriculum:`` in a preset (see :class:`~mission_gym.training.presets.CurriculumStep`) lists settings such as
-``engagement.capture.time_to_capture`` with a starting value and the fraction of the run by which the game's own
-value is reached. :class:`CurriculumCallback` sets them on Mission Gym's batched training env before each rollout
-(games in progress play on under the new value); the evaluation envs are built from the run's ``env_kwargs`` and
-always play the real game. Values follow the step count, so ``--resume`` continues the ramp.
+``engagement.capture.time_to_capture`` with a value at the step's start (the first step unless ``start`` says) and
+the fraction of the run by which the game's own value is reached. :class:`CurriculumCallback` sets them on
+Mission Gym's batched training env before each rollout (games in progress play on under the new value); the
+evaluation envs are built from the run's ``env_kwargs`` and always play the real game. Values follow the step
+count, so ``--resume`` continues the ramp.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class Curriculum:
                 raise ConfigError(f"curriculum: {step.setting} is a whole number, got value {step.value!r}")
         # The values move linearly between the steps' ``until`` points, and every rule a setting has is a range
         # or (the defenders' mode_probs) a sum, so a game valid at each of those points is valid all along.
-        for progress in sorted({0.0, *(step.until for step in self.steps)}):
+        for progress in sorted({0.0, *(p for step in self.steps for p in (step.start, step.until))}):
             try:
                 self.config_at(progress)
             except ConfigError as exc:
@@ -55,13 +57,25 @@ class Curriculum:
 
     def values(self, progress: float, steps: Sequence[Any] | None = None) -> dict[str, float | int]:
         """Each setting's value at ``progress`` (0 at the first step, 1 at the last); integer settings in whole steps.
+        A setting follows its latest step that has started, and is at the game's own value before its first.
 
         :param steps: only these of the curriculum's steps (default: all)
         """
+        current: dict[str, Any] = {}
+        for step in self.steps if steps is None else steps:
+            if step.start <= progress:
+                if step.setting not in current or current[step.setting].start < step.start:
+                    current[step.setting] = step
         out: dict[str, float | int] = {}
         for step in self.steps if steps is None else steps:
-            frac = min(max(progress / step.until, 0.0), 1.0)
-            value = step.value + (self.targets[step.setting] - step.value) * frac
+            if step.setting in out:
+                continue
+            if step.setting not in current:
+                value = self.targets[step.setting]
+            else:
+                step = current[step.setting]
+                frac = min(max((progress - step.start) / (step.until - step.start), 0.0), 1.0)
+                value = step.value + (self.targets[step.setting] - step.value) * frac
             out[step.setting] = round(value) if step.setting in self.integers else value
         return out
 

@@ -31,7 +31,7 @@ import numpy as np
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
 from mission_gym.training import hardware
 from mission_gym.training.callbacks import EvalRecord, eval_record, refresh_dashboard
-from mission_gym.training.presets import Population, TrainConfig
+from mission_gym.training.presets import Population, TrainConfig, apply_overrides
 from mission_gym.training.rundir import (
     RunDir,
     atomic_write_text,
@@ -128,6 +128,9 @@ class PopulationRun:
         checked = Trainer.check(member_config(config, config.seed))
         config = config.model_copy(update={"batch_size": checked.batch_size, "vec_env": checked.vec_env})
         seeds = member_seeds(config.seed, config.population.size)
+        variants = config.population.variants or [{}]
+        recipes = [_check_variant(config, v, i) if v else config for i, v in enumerate(variants)]
+        configs = [member_config(recipes[k % len(recipes)], s) for k, s in enumerate(seeds)]
 
         run.create()
         device = hardware.resolve_device(config.device)
@@ -137,9 +140,8 @@ class PopulationRun:
         )
         (run.path / MEMBERS).mkdir()
         members = [{"name": f"m{k}", "seed": s} for k, s in enumerate(seeds)]
-        for m in members:
-            path = run.path / MEMBERS / f"{m['name']}.yaml"
-            atomic_write_text(path, dump_yaml(member_config(config, m["seed"]).model_dump()))
+        for m, member in zip(members, configs):
+            atomic_write_text(run.path / MEMBERS / f"{m['name']}.yaml", dump_yaml(member.model_dump()))
         write_json(run / STATE, {"members": members, "cuts": []})
         return cls(config, run)
 
@@ -234,7 +236,7 @@ class PopulationRun:
                 if leftover.exists():
                     shutil.rmtree(leftover)
             shutil.copytree(self.members_dir / best, tmp)
-            config = member_config(self.config, seed)
+            recipe = read_yaml(self.members_dir / f"{best}.yaml")  # the source's own (its variant's) configuration
             saved = read_yaml(tmp / "config.yaml")  # the source's finalised configuration, but the seed
             atomic_write_text(tmp / "config.yaml", dump_yaml({**saved, "seed": seed}))
             clone_of = {"member": best, "step": step}
@@ -242,7 +244,7 @@ class PopulationRun:
             write_json(tmp / "lineage.json", {**lineage, "run": name, "clone_of": clone_of})
             RunDir(tmp).update_metadata(run=name, clone_of=clone_of)
             os.replace(tmp, dst)
-            atomic_write_text(self.members_dir / f"{name}.yaml", dump_yaml(config.model_dump()))
+            atomic_write_text(self.members_dir / f"{name}.yaml", dump_yaml({**recipe, "seed": seed}))
             with open(self.members_dir / f"{name}.log", "w") as log:
                 log.write(f"clone of {best} at step {step:,} with seed {seed}\n")
             members.append({"name": name, "seed": seed, "clone_of": best, "step": step})
@@ -367,8 +369,23 @@ class PopulationRun:
 
 
 def member_config(config: TrainConfig, seed: int) -> TrainConfig:
-    """A member's configuration: the run's, with its own seed and no population of its own."""
+    """A member's configuration: the run's (or its variant's), with its own seed and no population of its own."""
     return config.model_copy(update={"seed": seed, "population": Population()})
+
+
+def _check_variant(config: TrainConfig, variant: dict[str, Any], index: int) -> TrainConfig:
+    """The run's configuration with ``population.variants[index]`` applied, finalised and checked like the first
+    member's (its env and model built and closed).
+
+    :raises ConfigError: naming the variant, for one that makes an invalid configuration
+    """
+    try:
+        recipe = apply_overrides(config, variant, source=f"population.variants[{index}]")
+        checked = Trainer.check(member_config(recipe, config.seed))
+    except ConfigError as exc:
+        msg = str(exc)
+        raise ConfigError(msg if msg.startswith("population.variants") else f"population.variants[{index}]: {msg}") from None
+    return recipe.model_copy(update={"batch_size": checked.batch_size, "vec_env": checked.vec_env})
 
 
 def _steps(run_path: Path) -> int:

@@ -50,16 +50,31 @@ class Phase(BaseModel):
 
 
 class CurriculumStep(BaseModel):
-    """An easier game while training starts (``curriculum:`` in a preset): the training envs play ``setting``
-    (a dotted game setting such as ``engagement.capture.time_to_capture``) at ``value`` at the first step, moving
-    linearly to the game's own value by ``until`` (a fraction of ``timesteps``) and keeping it from there.
-    Evaluation, in training and after, always plays the game's own value."""
+    """Another game for part of the run (``curriculum:`` in a preset): from ``start`` (a fraction of
+    ``timesteps``, default the first step) the training envs play ``setting`` (a dotted game setting such as
+    ``engagement.capture.time_to_capture``) at ``value``, moving linearly to the game's own value by ``until`` and
+    keeping it from there; before ``start`` they play the game's own value. An easier game while training starts
+    (``start: 0``), or later practice of what the agent still loses (e.g. more guarding defenders in the last part
+    of a run). A setting may have several steps whose spans do not overlap. Evaluation, in training and after,
+    always plays the game's own value."""
 
     model_config = ConfigDict(extra="forbid")
 
     setting: str = Field(min_length=1, description="dotted game setting, e.g. engagement.capture.time_to_capture")
-    value: float = Field(description="the setting's value at the first training step")
+    value: float = Field(description="the setting's value at the step's start")
     until: float = Field(gt=0, le=1, description="fraction of the run's timesteps where the game's own value is reached")
+    start: float = Field(0.0, ge=0, lt=1, description="fraction of the run's timesteps where the step begins")
+
+    @model_validator(mode="after")
+    def _check_span(self) -> CurriculumStep:
+        if self.until <= self.start:
+            raise ValueError(
+                f"curriculum: {self.setting} must start before its until, got start {self.start} until {self.until}"
+            )
+        return self
+
+
+VARIANT_FORBIDDEN = {"seed", "population", "timesteps", "env"}  # what every member of a population shares
 
 
 class PopulationCut(BaseModel):
@@ -89,6 +104,11 @@ class Population(BaseModel):
     final_checkpoints: bool = Field(
         False, description="at the end also score each survivor's kept checkpoints, not only its best and final models"
     )
+    variants: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="member k trains with variants[k % len(variants)] applied over the run's configuration (settings "
+        "as in --hyperparams, e.g. another curriculum): a population of recipes as well as of seeds",
+    )
 
     @model_validator(mode="after")
     def _check_cuts(self) -> Population:
@@ -107,6 +127,14 @@ class Population(BaseModel):
                     "members before it (clones fill the places of members cut)"
                 )
             alive = cut.keep + cut.clones
+        if len(self.variants) > self.size:
+            raise ValueError(f"population.variants: {len(self.variants)} variants for {self.size} members")
+        for i, variant in enumerate(self.variants):
+            owned = sorted(set(variant) & VARIANT_FORBIDDEN)
+            if owned:
+                raise ValueError(
+                    f"population.variants[{i}]: {', '.join(owned)} belong to the whole population, not to a member"
+                )
         return self
 
 
@@ -202,9 +230,13 @@ class TrainConfig(BaseModel):
         starts = [p.start for p in self.phases]
         if any(b <= a for a, b in zip(starts, starts[1:])):
             raise ValueError(f"phases: starts must increase, got {starts}")
-        settings = [c.setting for c in self.curriculum]
-        if len(set(settings)) != len(settings):
-            raise ValueError(f"curriculum: each setting once, got {settings}")
+        spans: dict[str, list[tuple[float, float]]] = {}
+        for c in self.curriculum:
+            spans.setdefault(c.setting, []).append((c.start, c.until))
+        for setting, spans_of in spans.items():
+            spans_of.sort()
+            if any(b[0] < a[1] for a, b in zip(spans_of, spans_of[1:])):
+                raise ValueError(f"curriculum: the steps of {setting} overlap, got (start, until) {spans_of}")
         if self.curriculum and self.env != MISSION_ENV_ID:
             raise ValueError(f"curriculum changes Mission Gym's game settings; env {self.env!r} has none")
         return self
