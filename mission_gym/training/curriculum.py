@@ -61,22 +61,19 @@ class Curriculum:
 
         :param steps: only these of the curriculum's steps (default: all)
         """
-        current: dict[str, Any] = {}
-        for step in self.steps if steps is None else steps:
+        chosen = self.steps if steps is None else steps
+        latest: dict[str, Any] = {}  # each setting's latest step that has started
+        for step in sorted(chosen, key=lambda step: step.start):
             if step.start <= progress:
-                if step.setting not in current or current[step.setting].start < step.start:
-                    current[step.setting] = step
+                latest[step.setting] = step
         out: dict[str, float | int] = {}
-        for step in self.steps if steps is None else steps:
-            if step.setting in out:
-                continue
-            if step.setting not in current:
-                value = self.targets[step.setting]
-            else:
-                step = current[step.setting]
+        for setting in dict.fromkeys(step.setting for step in chosen):
+            target = self.targets[setting]
+            value = target
+            if (step := latest.get(setting)) is not None:
                 frac = min(max((progress - step.start) / (step.until - step.start), 0.0), 1.0)
-                value = step.value + (self.targets[step.setting] - step.value) * frac
-            out[step.setting] = round(value) if step.setting in self.integers else value
+                value = step.value + (target - step.value) * frac
+            out[setting] = round(value) if setting in self.integers else value
         return out
 
     def config_at(self, progress: float) -> MissionConfig:
