@@ -2,7 +2,7 @@
 default scenario must beat the random policy on held-out seeds by a clear margin.
 
 The full-length results are in docs/results.md; this test is its few-minute
-smoke version: it trains 3M env steps in one phase, the preset's capture-time curriculum over the first 40% (about
+smoke version: it trains 3M env steps in one phase, the preset's capture-time curriculum over the first 25% (about
 5 minutes on a 2-core machine)."""
 
 from __future__ import annotations
