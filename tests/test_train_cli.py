@@ -129,6 +129,7 @@ def test_quick_preset_leaves_a_complete_run(tmp_path):
             "time_to_capture -5 at the start is not valid",
         ),
         (["--hyperparams", "curriculum=[{setting: engagement.capture.contested, value: 1, until: 0.5}]"], "not a number"),
+        (["--hyperparams", "phases=[{start: 2.5, learning_rate: 1e-4}]"], "2.5 is neither a fraction of timesteps"),
         (["--hyperparams", "curriculum=[{setting: world.observation.lidar_rays, value: 4, until: 0.5}]"], "obs_dim"),
         (["--env", "CartPole-v1", "--hyperparams", "curriculum=[{setting: a.b, value: 1, until: 0.5}]"], "CartPole-v1"),
     ],

@@ -27,7 +27,7 @@ from mission_gym.training.presets import (
 )
 from mission_gym.training.rundir import RunDir, vecnormalize_path
 from mission_gym.training.trainer import Trainer
-from mission_gym.training.vec_env import make_vec_env
+from mission_gym.training.vec_env import MISSION_ENV_ID, make_vec_env
 
 SHIPPED = ["auto", "beast", "cpu", "fast", "heavy", "mujoco", "quick"]
 TABLE = {  # trainer.md's preset table: n_envs, n_steps, target batch, epochs, network
@@ -329,6 +329,40 @@ def test_phases_validate():
         tiny(phases=[{"start": 0.6}, {"start": 0.3}])
     with pytest.raises(ValueError, match="extra|not permitted"):
         Phase(start=0.5, gamma=0.9)
+
+
+def test_schedule_positions_may_be_env_steps():
+    # a whole number above 1 is a count of env steps of the configuration's timesteps: exact where a fraction is not
+    mode = "engagement.defenders.mode_probs"
+    config = tiny(
+        env=MISSION_ENV_ID,
+        timesteps=9_000_000,
+        phases=[{"start": 3_000_000, "learning_rate": 3e-4}, {"start": 0.5}],
+        curriculum=[
+            {"setting": f"{mode}.guard_objective", "value": 0.5, "start": 3_000_000, "until": 9_000_000},
+            {"setting": f"{mode}.patrol", "value": 0.3, "start": 3_000_000, "until": 1.0},
+        ],
+        population={"size": 4, "cuts": [{"at": 2_000_000, "keep": 2}, {"at": 2_750_000, "keep": 1}]},
+    )
+    assert [p.start * 9_000_000 for p in config.phases] == [3_000_000, 4_500_000]  # fractions mean what they did
+    assert [round(c.at * 9_000_000) for c in config.population.cuts] == [2_000_000, 2_750_000]
+    assert [(c.start * 9_000_000, c.until) for c in config.curriculum] == [(3_000_000, 1.0), (3_000_000, 1.0)]
+    # they are fractions from then on: --timesteps scales the whole schedule, as it does one written in fractions
+    longer = apply_overrides(config, {"timesteps": 18_000_000})
+    assert [round(c.at * 18_000_000) for c in longer.population.cuts] == [4_000_000, 5_500_000]
+    # a variant's positions are of the run's timesteps
+    variant = apply_overrides(config, {"curriculum": [{"setting": f"{mode}.patrol", "value": 1.0, "until": 4_500_000}]})
+    assert variant.curriculum[0].until == 0.5
+    # the shipped cpu preset names the steps its lineages depend on (docs/results.md, rows 153-154)
+    cpu = load_preset("cpu")
+    assert [round(c.at * cpu.timesteps) for c in cpu.population.cuts] == [2_000_000, 2_750_000]
+    assert [round(p.start * cpu.timesteps) for p in cpu.phases] == [3_000_000, 5_000_000]
+    with pytest.raises(ValueError, match="step 9,500,000 is not inside the run's 9,000,000 timesteps"):
+        apply_overrides(config, {"phases": [{"start": 9_500_000}]})
+    with pytest.raises(ValueError, match=r"population.cuts\[0\].at: step 9,000,000 is not inside"):
+        apply_overrides(config, {"population": {"size": 2, "cuts": [{"at": 9_000_000, "keep": 1}]}})
+    with pytest.raises(ValueError, match="2.5 is neither a fraction of timesteps .0-1. nor a whole number of env steps"):
+        apply_overrides(config, {"curriculum": [{"setting": f"{mode}.patrol", "value": 1.0, "until": 2.5}]})
 
 
 def test_curriculum_ramps_to_the_real_game():

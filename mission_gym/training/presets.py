@@ -35,6 +35,53 @@ def preset_names(directory: str | Path | None = None) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
+def _steps_to_fractions(data: Any) -> Any:
+    """Raw configuration data with every schedule position written as env steps turned into a fraction.
+
+    ``phases[].start``, ``curriculum[].start`` / ``until`` and ``population.cuts[].at`` are fractions of
+    ``timesteps``; a whole number above 1 is a count of env steps of that ``timesteps`` instead (``at: 2_000_000``),
+    so a preset can name the exact step where a curriculum ends or a cut falls. The result is a fraction like any
+    other: a later ``--timesteps`` scales it with the rest of the schedule.
+    """
+    if not isinstance(data, Mapping):
+        return data
+    timesteps = data.get("timesteps", TrainConfig.model_fields["timesteps"].default)
+    if isinstance(timesteps, bool) or not isinstance(timesteps, int) or timesteps < 1:
+        return data  # the field's own validation names the bad value
+
+    def convert(items: Any, where: str, keys: tuple[str, ...]) -> Any:
+        if not isinstance(items, list):
+            return items
+        out = []
+        for i, item in enumerate(items):
+            if isinstance(item, Mapping):
+                item = dict(item)
+                for key in keys:
+                    value = item.get(key)
+                    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 1:
+                        continue
+                    if value != int(value):
+                        raise ValueError(
+                            f"{where}[{i}].{key}: {value} is neither a fraction of timesteps (0-1) nor a whole "
+                            f"number of env steps"
+                        )
+                    if value > timesteps or (value == timesteps and key != "until"):
+                        raise ValueError(
+                            f"{where}[{i}].{key}: step {int(value):,} is not inside the run's {timesteps:,} timesteps"
+                        )
+                    item[key] = value / timesteps
+            out.append(item)
+        return out
+
+    data = dict(data)
+    data["phases"] = convert(data.get("phases", []), "phases", ("start",))
+    data["curriculum"] = convert(data.get("curriculum", []), "curriculum", ("start", "until"))
+    population = data.get("population")
+    if isinstance(population, Mapping) and "cuts" in population:
+        data["population"] = {**population, "cuts": convert(population["cuts"], "population.cuts", ("at",))}
+    return data
+
+
 class Phase(BaseModel):
     """A later part of a run (``phases:`` in a preset): from ``start`` (a fraction of ``timesteps``) on, the
     learning rate restarts from ``learning_rate`` and follows ``lr_schedule`` over the phase (``linear``: down
@@ -43,7 +90,7 @@ class Phase(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    start: float = Field(gt=0, lt=1, description="fraction of the run's timesteps where the phase begins")
+    start: float = Field(gt=0, lt=1, description="fraction of the run's timesteps where the phase begins (or env steps)")
     learning_rate: float | None = Field(None, gt=0)
     lr_schedule: Schedule | None = None
     ent_coef: float | None = Field(None, ge=0)
@@ -62,8 +109,10 @@ class CurriculumStep(BaseModel):
 
     setting: str = Field(min_length=1, description="dotted game setting, e.g. engagement.capture.time_to_capture")
     value: float = Field(description="the setting's value at the step's start")
-    until: float = Field(gt=0, le=1, description="fraction of the run's timesteps where the game's own value is reached")
-    start: float = Field(0.0, ge=0, lt=1, description="fraction of the run's timesteps where the step begins")
+    until: float = Field(
+        gt=0, le=1, description="fraction of the run's timesteps (or env steps) where the game's own value is back"
+    )
+    start: float = Field(0.0, ge=0, lt=1, description="fraction of the run's timesteps (or env steps) where the step begins")
 
     @model_validator(mode="after")
     def _check_span(self) -> CurriculumStep:
@@ -84,7 +133,7 @@ class PopulationCut(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    at: float = Field(gt=0, lt=1, description="fraction of the run's timesteps where the members are compared")
+    at: float = Field(gt=0, lt=1, description="fraction of the run's timesteps (or env steps) where the members are compared")
     keep: int = Field(ge=1, description="members that carry on")
     clones: int = Field(0, ge=0, description="copies of the best member that also carry on, each with a new seed")
 
@@ -222,6 +271,11 @@ class TrainConfig(BaseModel):
         if head not in ("auto", "cpu", "cuda", "mps") or (index and (head != "cuda" or not index.isdigit())):
             raise ValueError(f"device must be auto, cpu, cuda or cuda:<index>, got {value!r}")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _positions_in_steps(cls, data: Any) -> Any:
+        return _steps_to_fractions(data)
 
     @model_validator(mode="after")
     def _check_combination(self) -> TrainConfig:
