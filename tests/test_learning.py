@@ -2,8 +2,8 @@
 default scenario must beat the random policy on held-out seeds by a clear margin.
 
 The full-length results are in docs/results.md; this test is its few-minute
-smoke version: it trains 3M env steps in one phase, the preset's capture-time curriculum over the first 25% (about
-5 minutes on a 2-core machine)."""
+smoke version: it trains 3M env steps in one phase, the preset's schedule scaled to them by `--timesteps` (the
+capture-time curriculum over the first 2/9, as 2M of the preset's 9M; about 5 minutes on a 2-core machine)."""
 
 from __future__ import annotations
 
