@@ -350,13 +350,20 @@ def test_schedule_positions_may_be_env_steps():
     # they are fractions from then on: --timesteps scales the whole schedule, as it does one written in fractions
     longer = apply_overrides(config, {"timesteps": 18_000_000})
     assert [round(c.at * 18_000_000) for c in longer.population.cuts] == [4_000_000, 5_500_000]
-    # a variant's positions are of the run's timesteps
+    # a position given later (--hyperparams) is of the run's timesteps then
     variant = apply_overrides(config, {"curriculum": [{"setting": f"{mode}.patrol", "value": 1.0, "until": 4_500_000}]})
     assert variant.curriculum[0].until == 0.5
     # the shipped cpu preset names the steps its lineages depend on (docs/results.md, rows 153-154)
     cpu = load_preset("cpu")
     assert [round(c.at * cpu.timesteps) for c in cpu.population.cuts] == [2_000_000, 2_750_000]
     assert [round(p.start * cpu.timesteps) for p in cpu.phases] == [3_000_000, 5_000_000]
+    # its variants' curricula are read against its own timesteps too, so `--timesteps` scales them with the rest
+    short = apply_overrides(cpu, {"timesteps": 3_000_000})
+    chasers = apply_overrides(short, short.population.variants[2])
+    assert [(round(c.start * 3_000_000), round(c.until * 3_000_000)) for c in chasers.curriculum][-2:] == [
+        (1_000_000, 1_666_667),
+        (1_000_000, 1_666_667),
+    ]
     with pytest.raises(ValueError, match="step 9,500,000 is not inside the run's 9,000,000 timesteps"):
         apply_overrides(config, {"phases": [{"start": 9_500_000}]})
     with pytest.raises(ValueError, match=r"population.cuts\[0\].at: step 9,000,000 is not inside"):

@@ -38,10 +38,10 @@ def preset_names(directory: str | Path | None = None) -> list[str]:
 def _steps_to_fractions(data: Any) -> Any:
     """Raw configuration data with every schedule position written as env steps turned into a fraction.
 
-    ``phases[].start``, ``curriculum[].start`` / ``until`` and ``population.cuts[].at`` are fractions of
-    ``timesteps``; a whole number above 1 is a count of env steps of that ``timesteps`` instead (``at: 2_000_000``),
-    so a preset can name the exact step where a curriculum ends or a cut falls. The result is a fraction like any
-    other: a later ``--timesteps`` scales it with the rest of the schedule.
+    ``phases[].start``, ``curriculum[].start`` / ``until`` and ``population.cuts[].at`` (and the phases and curricula
+    of ``population.variants``) are fractions of ``timesteps``; a whole number above 1 is a count of env steps of that
+    ``timesteps`` instead (``at: 2_000_000``), so a preset can name the exact step where a curriculum ends or a cut
+    falls. The result is a fraction like any other: a later ``--timesteps`` scales it with the rest of the schedule.
     """
     if not isinstance(data, Mapping):
         return data
@@ -73,12 +73,25 @@ def _steps_to_fractions(data: Any) -> Any:
             out.append(item)
         return out
 
-    data = dict(data)
-    data["phases"] = convert(data.get("phases", []), "phases", ("start",))
-    data["curriculum"] = convert(data.get("curriculum", []), "curriculum", ("start", "until"))
+    def convert_schedules(section: Mapping[str, Any], where: str) -> dict[str, Any]:
+        out = dict(section)
+        for key, keys in (("phases", ("start",)), ("curriculum", ("start", "until"))):
+            if key in out:
+                out[key] = convert(out[key], f"{where}{key}", keys)
+        return out
+
+    data = convert_schedules(data, "")
     population = data.get("population")
-    if isinstance(population, Mapping) and "cuts" in population:
-        data["population"] = {**population, "cuts": convert(population["cuts"], "population.cuts", ("at",))}
+    if isinstance(population, Mapping):
+        population = dict(population)
+        if "cuts" in population:
+            population["cuts"] = convert(population["cuts"], "population.cuts", ("at",))
+        if isinstance(population.get("variants"), list):  # a variant's positions are of the run's timesteps too
+            population["variants"] = [
+                convert_schedules(v, f"population.variants[{k}].") if isinstance(v, Mapping) else v
+                for k, v in enumerate(population["variants"])
+            ]
+        data["population"] = population
     return data
 
 
