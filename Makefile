@@ -1,5 +1,5 @@
-# Two commands for a fresh clone:  `make train` (set up, then a short training run sized to this
-# machine) and `make test` (set up, then lint and the default test suite).
+# Two commands for a fresh clone:  `make train` (set up, then train with the preset that suits this machine:
+# on 2 CPU cores about half an hour, see README.md) and `make test` (set up, then lint and the default test suite).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -28,16 +28,18 @@ $(STAMP): pyproject.toml
 train: setup
 	$(BIN)/python -m mission_gym.scripts.train_ppo --preset auto $(if $(TIMESTEPS),--timesteps $(TIMESTEPS)) $(RUN_ARGS)
 
-test: setup
-	$(BIN)/ruff check mission_gym tests tools
+test: lint
 	$(BIN)/python -m pytest -q
 
 test-slow: setup
 	$(BIN)/python -m pytest -q -m slow
 
+# style and format (ruff), the package's import layers (import-linter, pyproject.toml) and types (mypy)
 lint: setup
 	$(BIN)/ruff check mission_gym tests tools
 	$(BIN)/ruff format --check mission_gym tests tools
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 
 format: setup
 	$(BIN)/ruff format mission_gym tests tools

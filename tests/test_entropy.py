@@ -1,4 +1,4 @@
-"""No entropy graph while ``ent_coef`` is 0 (mission_gym/training/entropy.py): the same training, to the bit."""
+"""No entropy graph while ``ent_coef`` is 0 (mission_gym/ppo/entropy.py): the same training, to the bit."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import pytest
 import torch
 from stable_baselines3.common.distributions import CategoricalDistribution, MultiCategoricalDistribution
 
-from mission_gym.training.presets import apply_overrides, load_preset
-from mission_gym.training.trainer import Trainer
+from mission_gym.launch.auto import load_preset
+from mission_gym.ppo.config import apply_overrides
+from mission_gym.ppo.trainer import Trainer
 
 SHORT = {"world": {"physics": {"episode_seconds": 2.5}}}
 

@@ -300,7 +300,7 @@ def test_pool_stop_forwards_the_signal_then_kills_what_does_not_stop(tmp_path):
 def test_admission_waits_for_memory_and_skips_what_never_fits(tmp_path, monkeypatch):
     import mission_gym.launch.local as local
 
-    monkeypatch.setattr(local, "estimate_job_memory", lambda job, gpus=None: (400.0, 0.0))
+    monkeypatch.setattr(local, "estimate_job_memory", lambda job, gpus=None, runs_dir="runs": (400.0, 0.0))
     monkeypatch.setattr(local, "free_host_mb", lambda: local.HOST_HEADROOM_MB + 600.0)
     jobs = [Job("a", ("quiet", "1")), Job("b", ("quiet", "0.2"))]
     launcher = LocalLauncher(jobs, tmp_path / "runs", tmp_path / "l1", max_parallel=2, command=standin_command(tmp_path),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,8 +12,15 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from mission_gym.training import memory as mem
-from mission_gym.training.presets import is_selector, load_preset
+from mission_gym.hardware import GpuInfo, Hardware
+from mission_gym.launch import auto
+from mission_gym.launch.auto import choose_auto_preset
+from mission_gym.launch.jobs import Job
+from mission_gym.launch.resources import estimate_job_memory
+from mission_gym.ppo import memory as mem
+from mission_gym.ppo import sizing
+from mission_gym.ppo.config import apply_overrides
+from mission_gym.ppo.presets import is_selector, load_preset, load_presets
 
 PRESETS = Path(__file__).parent / "data" / "memory_presets"
 MISSION_OBS = spaces.Box(-np.inf, np.inf, (100,), np.float32)
@@ -36,13 +42,13 @@ def small_shape(**kw: object) -> mem.RunShape:
 @pytest.mark.parametrize("arch", [(8,), (32, 16), (64, 32, 16)])
 def test_parameter_count_matches_sb3(obs_space: spaces.Space, act_space: spaces.Space, arch: tuple[int, ...]) -> None:
     policy = ActorCriticPolicy(obs_space, act_space, lambda _: 3e-4, net_arch=list(arch))
-    shape = small_shape(net_arch=arch, **mem.spaces_fields(obs_space, act_space))
+    shape = small_shape(net_arch=arch, **sizing.spaces_fields(obs_space, act_space))
     assert mem.count_parameters(shape) == sum(p.numel() for p in policy.parameters())
 
 
 def test_separate_value_net_is_counted() -> None:
     policy = ActorCriticPolicy(MISSION_OBS, MISSION_ACT, lambda _: 3e-4, net_arch={"pi": [32], "vf": [64, 8]})
-    pi, vf = mem.parse_arch({"pi": [32], "vf": [64, 8]})
+    pi, vf = (32,), (64, 8)
     assert mem.count_parameters(small_shape(net_arch=pi, vf_arch=vf)) == sum(p.numel() for p in policy.parameters())
 
 
@@ -50,15 +56,15 @@ def test_separate_value_net_is_counted() -> None:
 def test_trunk_policy_is_counted_once(obs_space: spaces.Space, act_space: spaces.Space) -> None:
     import torch
 
-    from mission_gym.training.trunk import trunk_policy_kwargs
+    from mission_gym.extras.trunk import trunk_policy_kwargs
 
     kwargs = trunk_policy_kwargs({"net_arch": [32, 16], "activation_fn": torch.nn.Tanh})
     policy = ActorCriticPolicy(obs_space, act_space, lambda _: 3e-4, **kwargs)
-    shape = small_shape(trunk=True, **mem.spaces_fields(obs_space, act_space))
+    shape = small_shape(trunk=True, **sizing.spaces_fields(obs_space, act_space))
     assert mem.count_parameters(shape) == sum(p.numel() for p in policy.parameters())
-    assert mem.count_parameters(shape) < mem.count_parameters(small_shape(**mem.spaces_fields(obs_space, act_space)))
+    assert mem.count_parameters(shape) < mem.count_parameters(small_shape(**sizing.spaces_fields(obs_space, act_space)))
     config = load_preset("quick").model_copy(update={"policy": "trunk", "network_arch": [32, 16]})
-    assert mem.shape_from_config(config, cores=2).trunk
+    assert sizing.shape_from_config(config, cores=2).trunk
 
 
 @pytest.mark.parametrize("obs_space,act_space", OTHER_SPACES)
@@ -66,7 +72,7 @@ def test_rollout_buffer_bytes_match_sb3(obs_space: spaces.Space, act_space: spac
     buf = RolloutBuffer(7, obs_space, act_space, device="cpu", n_envs=3)
     arrays = ("observations", "actions", "rewards", "returns", "episode_starts", "values", "log_probs", "advantages")
     real = sum(getattr(buf, name).nbytes for name in arrays)
-    shape = small_shape(n_envs=3, n_steps=7, **mem.spaces_fields(obs_space, act_space))
+    shape = small_shape(n_envs=3, n_steps=7, **sizing.spaces_fields(obs_space, act_space))
     assert mem.rollout_buffer_bytes(shape) == real
 
 
@@ -142,9 +148,9 @@ def test_bad_shapes_are_rejected(bad: dict) -> None:
         small_shape(**bad)
 
 
-def test_shape_from_config_reads_mappings_nested_sections_and_objects() -> None:
-    flat = {"n_envs": 16, "n_steps": 256, "batch_size": 2048, "network_arch": "512, 512", "vec_env": "dummy"}
-    shape = mem.shape_from_config(flat, device="cuda")
+def test_shape_from_config_resolves_what_the_trainer_resolves() -> None:
+    sizes = {"n_envs": 16, "n_steps": 256, "batch_size": 2048, "network_arch": "512, 512", "vec_env": "dummy"}
+    shape = sizing.shape_from_config(apply_overrides(load_preset("quick"), sizes), device="cuda")
     assert (shape.n_envs, shape.rollout, shape.net_arch, shape.vec_env, shape.device) == (
         16,
         4096,
@@ -152,25 +158,21 @@ def test_shape_from_config_reads_mappings_nested_sections_and_objects() -> None:
         "dummy",
         "cuda",
     )
-    nested = {"sizes": {"n_envs": 4, "n_steps": 10}, "ppo": {"batch_size": "auto", "target_batch": 16, "min_batch": 8}}
-    shape = mem.shape_from_config(nested)
+    auto_batch = apply_overrides(load_preset("quick"), {"n_envs": 4, "n_steps": 10, "target_batch": 16, "min_batch": 8})
+    shape = sizing.shape_from_config(auto_batch)
     assert shape.batch_size == 10  # the trainer's rule: largest divisor of the rollout (40) in [min_batch, target]
-    assert shape.vec_env == "native"  # vec_env auto on Mission Gym
-    assert mem.shape_from_config({**nested, "env": "Hopper-v5"}, cores=4).vec_env == "subproc"
-    assert mem.shape_from_config({**nested, "env": "Hopper-v5"}, cores=1).vec_env == "dummy"
-    obj = SimpleNamespace(
-        n_envs=2, n_steps=8, batch_size=16, net_arch={"pi": [8], "vf": [4]}, device="auto", activation="ReLU"
-    )
-    shape = mem.shape_from_config(obj)
-    assert (shape.net_arch, shape.vf_arch, shape.device, shape.activation) == ((8,), (4,), "cpu", "relu")
-    with pytest.raises(ValueError, match="n_steps"):
-        mem.shape_from_config({"n_envs": 4})
+    assert shape.vec_env == "native" and shape.device == "cpu"  # vec_env auto on Mission Gym; quick trains on the CPU
+    hopper = apply_overrides(auto_batch, {"env": "Hopper-v5"})
+    assert sizing.shape_from_config(hopper, cores=4).vec_env == "subproc"
+    assert sizing.shape_from_config(hopper, cores=1).vec_env == "dummy"
+    relu = apply_overrides(auto_batch, {"activation": "relu", "device": "auto"})
+    assert (sizing.shape_from_config(relu).activation, sizing.shape_from_config(relu).device) == ("relu", "cpu")
 
 
 def test_presets_estimates_are_ordered() -> None:
-    shapes = mem.preset_shapes(mem.load_presets(PRESETS), device="cuda")
-    assert "auto" not in shapes and is_selector("auto", PRESETS)
-    gpu = {name: mem.estimate_memory(s).gpu_bytes for name, s in shapes.items()}
+    presets = load_presets(PRESETS)
+    assert "auto" not in presets and is_selector("auto", PRESETS)
+    gpu = {name: mem.estimate_memory(sizing.shape_from_config(c, device="cuda")).gpu_bytes for name, c in presets.items()}
     assert gpu["quick"] < gpu["fast"] < gpu["heavy"] < gpu["beast"]
 
 
@@ -187,49 +189,51 @@ def test_presets_estimates_are_ordered() -> None:
     ],
 )
 def test_choose_auto_preset(gpu_gb: float | None, cores: int, ram_gb: float, expected: str) -> None:
-    assert mem.choose_auto_preset(gpu_gb, cores, ram_gb, PRESETS) == expected
+    assert choose_auto_preset(gpu_gb, cores, ram_gb, PRESETS) == expected
 
 
 def test_oom_message_has_breakdown_and_the_preset_that_fits() -> None:
-    presets = mem.load_presets(PRESETS)
-    shape = mem.shape_from_config(presets["beast"], device="cuda")
-    text = mem.oom_message(shape, gpu_mem_gb=0.7, ram_gb=64.0, presets=presets)
+    presets = load_presets(PRESETS)
+    shape = sizing.shape_from_config(presets["beast"], device="cuda")
+    text = sizing.oom_message(shape, gpu_mem_gb=0.7, ram_gb=64.0, presets=presets)
     assert text.startswith("CUDA out of memory (card: 0.7 GiB)")
     assert "activations" in text and "CUDA context" in text
     assert "Largest preset that fits this card: --preset fast." in text
-    assert "No preset fits" in mem.oom_message(shape, gpu_mem_gb=0.1, ram_gb=64.0, presets=presets)
+    assert "No preset fits" in sizing.oom_message(shape, gpu_mem_gb=0.1, ram_gb=64.0, presets=presets)
 
 
 def test_shipped_presets_load() -> None:
-    presets = mem.load_presets()
+    presets = load_presets()
     assert {"quick", "cpu", "fast", "heavy", "beast"} <= set(presets) and "auto" not in presets
-    assert mem.choose_auto_preset(None, 4, 16.0) == "cpu"
+    assert choose_auto_preset(None, 4, 16.0) == "cpu"
 
 
-def test_estimate_for_args(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mem, "detect_hardware", lambda: mem.Hardware(8.0, "fake", 16, 64.0))
-    host, gpu = mem.estimate_for_args(["--preset", "fast", "--seed", "3"], presets_directory=PRESETS)
-    est = mem.estimate_memory(mem.shape_from_config(load_preset("fast", PRESETS), device="cuda"))
+def test_launcher_estimates_a_job_from_train_ppos_own_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = [GpuInfo(0, "fake", 8192.0, 8192.0)]
+    fast = str(PRESETS / "fast.yaml")
+    host, gpu = estimate_job_memory(Job("j", ("--preset", fast, "--seed", "3")), gpus)
+    est = mem.estimate_memory(sizing.shape_from_config(load_preset("fast", PRESETS), device="cuda"))
     assert (host, gpu) == pytest.approx((est.host_bytes / mem.MB, est.gpu_bytes / mem.MB))
-    host_cpu, gpu_cpu = mem.estimate_for_args(["--preset", "fast", "--device", "cpu", "--n-envs", "64"], PRESETS)
+    host_cpu, gpu_cpu = estimate_job_memory(Job("j", ("--preset", fast, "--device", "cpu", "--n-envs", "64")), gpus)
     assert gpu_cpu == 0.0 and host_cpu > 0
-    _, gpu_auto = mem.estimate_for_args([], PRESETS)  # auto -> beast on this fake machine
-    beast = mem.estimate_memory(mem.shape_from_config(load_preset("beast", PRESETS), device="cuda"))
+    monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(8.0, "fake", 16, 64.0))
+    _, gpu_auto = estimate_job_memory(Job("j", ("--preset", str(PRESETS / "auto.yaml"))), gpus)  # -> beast here
+    beast = mem.estimate_memory(sizing.shape_from_config(load_preset("beast", PRESETS), device="cuda"))
     assert gpu_auto == pytest.approx(beast.gpu_bytes / mem.MB)
 
 
 def test_other_envs_are_sized_by_their_own_spaces() -> None:
     """A MuJoCo preset or --env is estimated with Hopper's 11 observations and 3 actions, not Mission Gym's."""
-    assert mem.env_spaces("MissionGym-v0") == {}
-    hopper = mem.env_spaces("Hopper-v5")
+    assert sizing.env_spaces("MissionGym-v0")["obs_dim"] == mem.RunShape(1, 1, 1, (8,)).obs_dim == 100
+    hopper = sizing.env_spaces("Hopper-v5")
     assert hopper == {"obs_dim": 11, "obs_itemsize": 8, "action_kind": "box", "action_sizes": (3,)}
-    shapes = mem.preset_shapes({"mujoco": load_preset("mujoco")})
-    assert (shapes["mujoco"].obs_dim, shapes["mujoco"].action_sizes) == (11, (3,))
-    mission, _ = mem.estimate_for_args(["--preset", "cpu", "--device", "cpu"])
-    cheetah, _ = mem.estimate_for_args(["--preset", "cpu", "--device", "cpu", "--env", "HalfCheetah-v5"])
-    config = load_preset("cpu").model_copy(update={"env": "HalfCheetah-v5"})
-    shape = mem.shape_from_config(config, device="cpu", **mem.env_spaces("HalfCheetah-v5"))
-    assert cheetah == pytest.approx(mem.estimate_memory(shape).host_bytes / mem.MB) and cheetah != mission
+    shape = sizing.shape_from_config(load_preset("mujoco"))
+    assert (shape.obs_dim, shape.action_sizes) == (11, (3,))
+    mission, _ = estimate_job_memory(Job("j", ("--preset", "cpu", "--device", "cpu")), [])
+    cheetah, _ = estimate_job_memory(Job("j", ("--preset", "cpu", "--device", "cpu", "--env", "HalfCheetah-v5")), [])
+    config = apply_overrides(load_preset("cpu"), {"env": "HalfCheetah-v5"})
+    assert cheetah == pytest.approx(mem.estimate_memory(sizing.shape_from_config(config)).host_bytes / mem.MB)
+    assert cheetah != mission
 
 
 # --- CLI --------------------------------------------------------------------------------------------------------

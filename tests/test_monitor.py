@@ -12,8 +12,8 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.logger import KVWriter, Logger
 
 from mission_gym.envs import MissionVecEnv
-from mission_gym.training import monitor
-from mission_gym.training.monitor import ResourceMonitorCallback, ResourceSampler
+from mission_gym.ppo import monitor
+from mission_gym.ppo.monitor import ResourceMonitorCallback, ResourceSampler
 
 
 class FakeNVML:
@@ -164,11 +164,3 @@ def test_callback_on_cpu_has_no_gpu_tags(monkeypatch: pytest.MonkeyPatch) -> Non
     assert "sys/cpu_percent" in row and not any(k.startswith("gpu/") for k in row)
     callback.close()  # idempotent
 
-
-def test_drop_in_for_the_trainers_load_sampler() -> None:
-    sampler = ResourceSampler(device="cuda", nvml=FakeNVML([30], [10])).start()
-    sampler.sample()
-    out = sampler.collect()
-    assert "window_s" not in out and out["gpu/util_max"] == 30.0
-    sampler.close()
-    assert sampler._thread is None

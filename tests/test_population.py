@@ -16,10 +16,11 @@ import pytest
 import torch
 
 from mission_gym.config.yaml_io import ConfigError
-from mission_gym.training.callbacks import EvalRecord
-from mission_gym.training.population import member_seeds, stages
-from mission_gym.training.presets import apply_overrides, load_preset
-from mission_gym.training.rundir import RunDir
+from mission_gym.launch.auto import load_preset
+from mission_gym.launch.population import member_seeds, stages
+from mission_gym.ppo.callbacks import EvalRecord
+from mission_gym.ppo.config import apply_overrides
+from mission_gym.ppo.rundir import RunDir
 
 CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
 CARTPOLE = ["--preset", "quick", "--env", "CartPole-v1", "--vec-env", "dummy", "--n-envs", "2", "--n-steps", "64"]
@@ -32,22 +33,22 @@ def run_cli(args: list[str], cwd: Path, timeout: float = 180) -> subprocess.Comp
 
 def test_population_config_is_checked():
     base = load_preset("quick")
-    ok = apply_overrides(base, {"population": {"size": 4, "cuts": [{"at": 0.3, "keep": 2}, {"at": 0.6, "keep": 1}]}})
+    ok = apply_overrides(base, {"population": {"size": 4, "cuts": [{"at": 614, "keep": 2}, {"at": 1229, "keep": 1}]}})
     assert stages(ok) == [(614, 2), (1229, 1), (2048, 1)]
     assert stages(base) == [(2048, 1)] and base.population.size == 1
-    with pytest.raises(ConfigError, match="keep 2 at 0.5 must be fewer than the 2 members"):
-        apply_overrides(base, {"population": {"size": 2, "cuts": [{"at": 0.5, "keep": 2}]}})
+    with pytest.raises(ConfigError, match="keep 2 at 1,024 must be fewer than the 2 members"):
+        apply_overrides(base, {"population": {"size": 2, "cuts": [{"at": 1024, "keep": 2}]}})
     with pytest.raises(ConfigError, match="'at' must increase"):
-        apply_overrides(base, {"population": {"size": 4, "cuts": [{"at": 0.6, "keep": 2}, {"at": 0.3, "keep": 1}]}})
-    with pytest.raises(ConfigError, match="at"):
-        apply_overrides(base, {"population": {"size": 4, "cuts": [{"at": 1.0, "keep": 2}]}})
+        apply_overrides(base, {"population": {"size": 4, "cuts": [{"at": 1229, "keep": 2}, {"at": 614, "keep": 1}]}})
+    with pytest.raises(ConfigError, match="step 2,048 is not inside"):
+        apply_overrides(base, {"population": {"size": 4, "cuts": [{"at": 2048, "keep": 2}]}})
     # clones fill the places of members cut: the population never grows
-    cloned = {"size": 3, "cuts": [{"at": 0.3, "keep": 1, "clones": 2}, {"at": 0.6, "keep": 2}]}
+    cloned = {"size": 3, "cuts": [{"at": 614, "keep": 1, "clones": 2}, {"at": 1229, "keep": 2}]}
     assert stages(apply_overrides(base, {"population": cloned})) == [(614, 1), (1229, 2), (2048, 1)]
-    with pytest.raises(ConfigError, match="keep 2 \\+ clones 2 at 0.5 must be at most the 3 members"):
-        apply_overrides(base, {"population": {"size": 3, "cuts": [{"at": 0.5, "keep": 2, "clones": 2}]}})
+    with pytest.raises(ConfigError, match="keep 2 \\+ clones 2 at 1,024 must be at most the 3 members"):
+        apply_overrides(base, {"population": {"size": 3, "cuts": [{"at": 1024, "keep": 2, "clones": 2}]}})
     with pytest.raises(ConfigError, match="clones"):
-        apply_overrides(base, {"population": {"size": 3, "cuts": [{"at": 0.5, "keep": 1, "clones": -1}]}})
+        apply_overrides(base, {"population": {"size": 3, "cuts": [{"at": 1024, "keep": 1, "clones": -1}]}})
     with pytest.raises(ConfigError, match="final_episodes"):
         apply_overrides(base, {"population": {"size": 2, "final_episodes": 0}})
 
@@ -78,10 +79,10 @@ def test_stop_at_pauses_and_resume_finishes(tmp_path):
         (["--stop-at", "0"], "--stop-at 0"),
         (["--stop-at", "5000"], "below the run's 2,048"),
         (["--hyperparams", "population={size: 2}", "--stop-at", "100"], "--stop-at does not apply to a population"),
-        (["--hyperparams", "population={size: 2, cuts: [{at: 0.5, keep: 3}]}"], "must be fewer than the 2 members"),
+        (["--hyperparams", "population={size: 2, cuts: [{at: 1024, keep: 3}]}"], "must be fewer than the 2 members"),
         (["--hyperparams", "population={size: 2, episods: 3}"], "episods"),
         (["--hyperparams", "population={size: 2, variants: [{}, {gamma: 2}]}"], "population.variants"),
-        (["--hyperparams", "population={size: 2, variants: [{}, {gama: 0.9}]}"], "unknown setting 'gama'"),
+        (["--hyperparams", "population={size: 2, variants: [{}, {gama: 0.9}]}"], "variants.1.gama: unknown key"),
         (["--hyperparams", "population={size: 2, variants: [{seed: 4}]}"], "seed belong to the whole population"),
         (["--hyperparams", "population={size: 2, variants: [{}, {}, {}]}"], "3 variants for 2 members"),
     ],
@@ -98,7 +99,7 @@ def test_bad_population_and_stop_at_input(tmp_path, monkeypatch, capsys, args, e
 
 
 def test_population_run_cuts_and_adopts_the_best_member(tmp_path):
-    pop = "population={size: 3, cuts: [{at: 0.5, keep: 2}], episodes: 4}"
+    pop = "population={size: 3, cuts: [{at: 512, keep: 2}], episodes: 4}"
     proc = run_cli(
         ["--preset", "quick", "--timesteps", "1024", "--run-name", "p", "--hyperparams", pop, "--no-progress"], tmp_path
     )
@@ -124,7 +125,7 @@ def test_population_run_cuts_and_adopts_the_best_member(tmp_path):
     meta = json.loads((run / "metadata.json").read_text())
     assert meta["status"] == "finished" and meta["winner"]["member"] == best["member"] and meta["timesteps"] >= 1024
     assert f"best: member {best['member']}'s" in proc.stdout
-    from mission_gym.training.agent import load_agent
+    from mission_gym.ppo.agent import load_agent
 
     agent = load_agent(run)
     assert agent.model_path == run / "best_model.zip" and agent.env_id == "MissionGym-v0"
@@ -133,7 +134,7 @@ def test_population_run_cuts_and_adopts_the_best_member(tmp_path):
 def test_resume_plays_fresh_games_and_trains_the_same_twice(tmp_path):
     from stable_baselines3 import PPO
 
-    from mission_gym.training.trainer import Trainer
+    from mission_gym.ppo.trainer import Trainer
 
     paused = run_cli([*CARTPOLE, "--timesteps", "1024", "--run-name", "a", "--seed", "5", "--stop-at", "256"], tmp_path)
     assert paused.returncode == 0, paused.stderr
@@ -162,7 +163,7 @@ def test_population_clones_the_best_member_with_a_seed_of_its_own(tmp_path):
 
     from mission_gym.config.yaml_io import read_yaml
 
-    pop = "population={size: 3, cuts: [{at: 0.3, keep: 2}, {at: 0.6, keep: 1, clones: 1}], episodes: 4, "
+    pop = "population={size: 3, cuts: [{at: 614, keep: 2}, {at: 1229, keep: 1, clones: 1}], episodes: 4, "
     pop += "final_episodes: 6, final_checkpoints: true, variants: [{}, {gamma: 0.95}]}"  # m0, m2 the run's; m1 its own
     proc = run_cli(
         ["--preset", "quick", "--timesteps", "2048", "--run-name", "p", "--hyperparams", pop, "--no-progress"], tmp_path
@@ -226,7 +227,7 @@ def test_population_runs_no_more_members_at_once_than_cores(tmp_path):
 
 
 def test_population_interrupt_then_resume(tmp_path):
-    pop = "population={size: 2, cuts: [{at: 0.5, keep: 1}], episodes: 2}"
+    pop = "population={size: 2, cuts: [{at: 6000, keep: 1}], episodes: 2}"
     args = [*CARTPOLE, "--timesteps", "12000", "--run-name", "p", "--hyperparams", pop]
     proc = subprocess.Popen(CLI + args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     members = [RunDir(tmp_path / "runs" / "p" / "members" / m) for m in ("m0", "m1")]

@@ -113,7 +113,7 @@ def test_model_source_through_load_agent(monkeypatch: pytest.MonkeyPatch, tmp_pa
             raise FileNotFoundError("no run or model 'missing' in 'runs'")
         return FakeAgent()
 
-    monkeypatch.setitem(sys.modules, "mission_gym.training.agent", types.SimpleNamespace(load_agent=load_agent))
+    monkeypatch.setitem(sys.modules, "mission_gym.ppo.agent", types.SimpleNamespace(load_agent=load_agent))
     source = load_policy("my_run", runs_dir=tmp_path)
     assert calls == [("my_run", str(tmp_path))] and source.env_kwargs == {"reward": {"win_bonus": 1.0}}
     result = record_video(tmp_path / "m.gif", source, max_steps=3, width=64, hold_s=0)

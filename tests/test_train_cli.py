@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from mission_gym.ppo.rundir import RunDir
 from mission_gym.scripts.train_ppo import main
-from mission_gym.training.rundir import RunDir
 
 CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
 # A CartPole run that keeps going until stopped; checkpoints every rollout (2 envs x 64 steps).
@@ -121,17 +121,21 @@ def test_quick_preset_leaves_a_complete_run(tmp_path):
         (["--resume", "nosuchrun"], "no run 'nosuchrun'"),
         (["--run-name", "a/b"], "--run-name"),
         (
-            ["--hyperparams", "curriculum=[{setting: engagement.capture.time_to_captur, value: 5, until: 0.5}]"],
+            ["--hyperparams", "curriculum=[{setting: engagement.capture.time_to_captur, value: 5, until: 1024}]"],
             "did you mean 'time_to_capture'?",
         ),
         (
-            ["--hyperparams", "curriculum=[{setting: engagement.capture.time_to_capture, value: -5, until: 0.5}]"],
+            ["--hyperparams", "curriculum=[{setting: engagement.capture.time_to_capture, value: -5, until: 1024}]"],
             "time_to_capture -5 at the start is not valid",
         ),
-        (["--hyperparams", "curriculum=[{setting: engagement.capture.contested, value: 1, until: 0.5}]"], "not a number"),
-        (["--hyperparams", "phases=[{start: 2.5, learning_rate: 1e-4}]"], "2.5 is neither a fraction of timesteps"),
-        (["--hyperparams", "curriculum=[{setting: world.observation.lidar_rays, value: 4, until: 0.5}]"], "obs_dim"),
-        (["--env", "CartPole-v1", "--hyperparams", "curriculum=[{setting: a.b, value: 1, until: 0.5}]"], "CartPole-v1"),
+        (["--hyperparams", "curriculum=[{setting: engagement.capture.contested, value: 1, until: 1024}]"], "not a number"),
+        (["--hyperparams", "phases=[{start: 4096, learning_rate: 1e-4}]"], "step 4,096 is not inside the run's 2,048"),
+        (
+            ["--hyperparams", "phases=[{start: 0.5, learning_rate: 1e-4}]"],
+            "schedule positions are env steps, got the fraction",
+        ),
+        (["--hyperparams", "curriculum=[{setting: world.observation.lidar_rays, value: 4, until: 1024}]"], "obs_dim"),
+        (["--env", "CartPole-v1", "--hyperparams", "curriculum=[{setting: a.b, value: 1, until: 1024}]"], "CartPole-v1"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_run_dir(tmp_path, monkeypatch, capsys, args, expected):

@@ -13,21 +13,15 @@ import pytest
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
 from mission_gym.config import ConfigError, read_yaml
-from mission_gym.training.agent import load_agent
-from mission_gym.training.batch import check_batch_size, choose_batch_size, divisors
-from mission_gym.training.presets import (
-    AutoPreset,
-    Phase,
-    TrainConfig,
-    apply_overrides,
-    load_preset,
-    preset_names,
-    presets_dir,
-    split_hyperparams,
-)
-from mission_gym.training.rundir import RunDir, vecnormalize_path
-from mission_gym.training.trainer import Trainer
-from mission_gym.training.vec_env import MISSION_ENV_ID, make_vec_env
+from mission_gym.launch.auto import load_preset
+from mission_gym.ppo.agent import load_agent
+from mission_gym.ppo.batch import check_batch_size, choose_batch_size, divisors
+from mission_gym.ppo.config import Phase, TrainConfig, apply_overrides, split_hyperparams
+from mission_gym.ppo.presets import AutoPreset, preset_names, presets_dir
+from mission_gym.ppo.rundir import RunDir, vecnormalize_path
+from mission_gym.ppo.trainer import Trainer
+from mission_gym.ppo.vec_env import ENV_ID as MISSION_ENV_ID
+from mission_gym.ppo.vec_env import make_vec_env
 
 SHIPPED = ["auto", "beast", "cpu", "fast", "heavy", "mujoco", "quick"]
 TABLE = {  # trainer.md's preset table: n_envs, n_steps, target batch, epochs, network
@@ -66,12 +60,13 @@ def test_gpu_presets_match_the_spec_table(name):
 
 
 def test_auto_resolves_by_hardware(monkeypatch):
-    from mission_gym.training import memory
+    from mission_gym.hardware import Hardware
+    from mission_gym.launch import auto
 
     rules = AutoPreset.model_validate(read_yaml(presets_dir() / "auto.yaml"))
-    monkeypatch.setattr(memory, "detect_hardware", lambda: memory.Hardware(None, None, 2, 16.0))
+    monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(None, None, 2, 16.0))
     assert load_preset("auto").preset == rules.cpu
-    monkeypatch.setattr(memory, "detect_hardware", lambda: memory.Hardware(24.0, "fake", 16, 64.0))
+    monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(24.0, "fake", 16, 64.0))
     assert load_preset("auto").preset in rules.gpu
 
 
@@ -164,7 +159,7 @@ def test_vec_env_kinds(kind, env_id):
 
 
 def test_native_is_mission_only():
-    from mission_gym.training.vec_env import resolve_kind
+    from mission_gym.ppo.vec_env import resolve_kind
 
     assert resolve_kind("auto", "MissionGym-v0", 16, 2) == "native"
     assert resolve_kind("auto", "Hopper-v5", 8, 2) == "subproc"
@@ -297,7 +292,7 @@ def test_mujoco_hopper_trains(tmp_path):
 
 # --- phases -----------------------------------------------------------------------------------------------------
 def test_phased_schedule_restarts_and_decays():
-    from mission_gym.training.schedules import PhasedSchedule, entropy_schedule, learning_rate_schedule
+    from mission_gym.ppo.schedules import PhasedSchedule, entropy_schedule, learning_rate_schedule
 
     lr = PhasedSchedule((0.0, 0.6), (1e-3, 3e-4), "linear")
     assert lr(1.0) == pytest.approx(1e-3) and lr(1 - 0.3) == pytest.approx(5e-4)  # halfway through phase 0
@@ -307,14 +302,15 @@ def test_phased_schedule_restarts_and_decays():
     plain = learning_rate_schedule(1e-3, "linear")
     assert not isinstance(plain, PhasedSchedule) and plain(0.25) == pytest.approx(2.5e-4)
     assert learning_rate_schedule(1e-3, "constant") == 1e-3
-    phases = [Phase(start=0.5, ent_coef=0.01), Phase(start=0.75, learning_rate=1e-4)]
-    assert entropy_schedule(0.0, phases)(0.3) == 0.01  # the later phase keeps the earlier entropy
-    assert learning_rate_schedule(1e-3, "linear", phases)(0.4) == pytest.approx(1e-3 * (1 - 0.1 / 0.25))
-    assert entropy_schedule(0.01, [Phase(start=0.5, learning_rate=1e-4)]) is None
+    # phases start at env steps (here of a 100-step run)
+    phases = [Phase(start=50, ent_coef=0.01), Phase(start=75, learning_rate=1e-4)]
+    assert entropy_schedule(0.0, phases, 100)(0.3) == 0.01  # the later phase keeps the earlier entropy
+    assert learning_rate_schedule(1e-3, "linear", phases, 100)(0.4) == pytest.approx(1e-3 * (1 - 0.1 / 0.25))
+    assert entropy_schedule(0.01, [Phase(start=50, learning_rate=1e-4)], 100) is None
     # a phase may change the schedule kind: constant, then a linear decay
-    mixed = learning_rate_schedule(1e-3, "constant", [Phase(start=0.4, learning_rate=3e-4, lr_schedule="linear")])
+    mixed = learning_rate_schedule(1e-3, "constant", [Phase(start=40, learning_rate=3e-4, lr_schedule="linear")], 100)
     assert mixed(0.61) == 1e-3 and mixed(0.6) == pytest.approx(3e-4) and mixed(0.3) == pytest.approx(1.5e-4)
-    kept = learning_rate_schedule(1e-3, "constant", [Phase(start=0.4, lr_schedule="linear"), Phase(start=0.7)])
+    kept = learning_rate_schedule(1e-3, "constant", [Phase(start=40, lr_schedule="linear"), Phase(start=70)], 100)
     assert kept.kinds == ("constant", "linear", "linear") and kept(0.15) == pytest.approx(1e-3 * 0.5)
     with pytest.raises(ValueError, match="constant or linear"):
         PhasedSchedule((0.0, 0.5), (1.0, 1.0), ("constant", "cosine"))
@@ -324,84 +320,128 @@ def test_phased_schedule_restarts_and_decays():
 
 def test_phases_validate():
     with pytest.raises(ValueError, match="start"):
-        Phase(start=1.0)
+        Phase(start=0)
     with pytest.raises(ValueError, match="must increase"):
-        tiny(phases=[{"start": 0.6}, {"start": 0.3}])
+        tiny(phases=[{"start": 150}, {"start": 80}])
     with pytest.raises(ValueError, match="extra|not permitted"):
-        Phase(start=0.5, gamma=0.9)
+        Phase(start=50, gamma=0.9)
 
 
-def test_schedule_positions_may_be_env_steps():
-    # a whole number above 1 is a count of env steps of the configuration's timesteps: exact where a fraction is not
+def test_schedule_positions_are_env_steps():
+    from mission_gym.ppo.config import schedule_changes
+
     mode = "engagement.defenders.mode_probs"
     config = tiny(
         env=MISSION_ENV_ID,
         timesteps=9_000_000,
-        phases=[{"start": 3_000_000, "learning_rate": 3e-4}, {"start": 0.5}],
-        curriculum=[
-            {"setting": f"{mode}.guard_objective", "value": 0.5, "start": 3_000_000, "until": 9_000_000},
-            {"setting": f"{mode}.patrol", "value": 0.3, "start": 3_000_000, "until": 1.0},
-        ],
+        phases=[{"start": 3_000_000, "learning_rate": 3e-4}, {"start": 4_500_000}],
+        curriculum=[{"setting": f"{mode}.guard_objective", "value": 0.5, "start": 3_000_000, "until": 9_000_000},
+                    {"setting": f"{mode}.patrol", "value": 0.3, "start": 3_000_000, "until": 9_000_000}],
         population={"size": 4, "cuts": [{"at": 2_000_000, "keep": 2}, {"at": 2_750_000, "keep": 1}]},
-    )
-    assert [p.start * 9_000_000 for p in config.phases] == [3_000_000, 4_500_000]  # fractions mean what they did
-    assert [round(c.at * 9_000_000) for c in config.population.cuts] == [2_000_000, 2_750_000]
-    assert [(c.start * 9_000_000, c.until) for c in config.curriculum] == [(3_000_000, 1.0), (3_000_000, 1.0)]
-    # they are fractions from then on: --timesteps scales the whole schedule, as it does one written in fractions
+    )  # fmt: skip
+    assert [p.start for p in config.phases] == [3_000_000, 4_500_000] and config.fraction(4_500_000) == 0.5
+    # --timesteps keeps every position at its step: a shorter run is the first part of the longer one, and what would
+    # start at or after its end is left out, with a line that says so
+    short = apply_overrides(config, {"timesteps": 4_000_000})
+    assert [p.start for p in short.phases] == [3_000_000] and [c.at for c in short.population.cuts] == [2_000_000, 2_750_000]
+    assert [(c.start, c.until) for c in short.curriculum] == [(3_000_000, 9_000_000)] * 2  # ramps cut off at the end
+    (line,) = schedule_changes(config, short)
+    assert "timesteps 4,000,000 (preset 9,000,000)" in line and "phases[1].start 4,500,000" in line
+    assert "ramps cut off at the end: curriculum[0].until 9,000,000" in line
     longer = apply_overrides(config, {"timesteps": 18_000_000})
-    assert [round(c.at * 18_000_000) for c in longer.population.cuts] == [4_000_000, 5_500_000]
-    # a position given later (--hyperparams) is of the run's timesteps then
-    variant = apply_overrides(config, {"curriculum": [{"setting": f"{mode}.patrol", "value": 1.0, "until": 4_500_000}]})
-    assert variant.curriculum[0].until == 0.5
-    # the shipped cpu preset names the steps its lineages depend on (docs/results.md, rows 153-154)
+    assert longer.phases == config.phases and longer.population == config.population
+    assert schedule_changes(config, config) == []
+    # the shipped cpu preset names its steps; its variants merge their curriculum steps into the run's
     cpu = load_preset("cpu")
-    assert [round(c.at * cpu.timesteps) for c in cpu.population.cuts] == [2_000_000, 2_750_000]
-    assert [round(p.start * cpu.timesteps) for p in cpu.phases] == [3_000_000, 5_000_000]
-    # its variants' curricula are read against its own timesteps too, so `--timesteps` scales them with the rest
-    short = apply_overrides(cpu, {"timesteps": 3_000_000})
-    chasers = apply_overrides(short, short.population.variants[2])
-    assert [(round(c.start * 3_000_000), round(c.until * 3_000_000)) for c in chasers.curriculum][-2:] == [
-        (1_000_000, 1_666_667),
-        (1_000_000, 1_666_667),
-    ]
+    assert [c.at for c in cpu.population.cuts] == [2_000_000, 2_750_000]
+    assert [p.start for p in cpu.phases] == [3_000_000, 5_000_000]
+    # fractions (runs made before positions were steps) are refused with what they would be in steps
+    fraction = r"phases\[0\].start: schedule positions are env steps, got the fraction 0.25 \(0.25 of 9,000,000 is 2,250,000\)"
+    with pytest.raises(ValueError, match=fraction):
+        apply_overrides(config, {"phases": [{"start": 0.25}]})
     with pytest.raises(ValueError, match="step 9,500,000 is not inside the run's 9,000,000 timesteps"):
         apply_overrides(config, {"phases": [{"start": 9_500_000}]})
     with pytest.raises(ValueError, match=r"population.cuts\[0\].at: step 9,000,000 is not inside"):
         apply_overrides(config, {"population": {"size": 2, "cuts": [{"at": 9_000_000, "keep": 1}]}})
-    with pytest.raises(ValueError, match="2.5 is neither a fraction of timesteps .0-1. nor a whole number of env steps"):
-        apply_overrides(config, {"curriculum": [{"setting": f"{mode}.patrol", "value": 1.0, "until": 2.5}]})
+
+
+def test_population_variants_are_typed_and_merge_into_the_run():
+    from mission_gym.ppo.config import Variant, apply_variant
+
+    cpu = load_preset("cpu")
+    chasers = cpu.population.variants[2]
+    assert isinstance(chasers, Variant) and cpu.population.variants[0].model_dump(exclude_unset=True) == {}
+    member = apply_variant(cpu, chasers, 2)
+    assert (
+        apply_variant(
+            apply_overrides(cpu, {"seed": 1}), apply_overrides(cpu, {"seed": 1}).population.variants[2], 2
+        ).curriculum
+        == member.curriculum
+    )
+    # the variant's three steps join the run's three (new (setting, start) pairs); the run's own are unchanged
+    assert member.curriculum[:3] == cpu.curriculum and len(member.curriculum) == 6
+    assert [c.value for c in member.curriculum[3:]] == [1.0, 0.0, 0.0]
+    # a step with the same (setting, start) changes that step only
+    capture = {"setting": "engagement.capture.time_to_capture", "value": 4, "until": 1_000_000}
+    one = apply_variant(cpu, {"curriculum": [capture]}, 0)
+    assert one.curriculum[0].value == 4 and one.curriculum[0].until == 1_000_000 and one.curriculum[1:] == cpu.curriculum[1:]
+    assert apply_variant(cpu, {"gamma": 0.95, "hyperparams": {"normalize_advantage": False}}, 1).gamma == 0.95
+    with pytest.raises(ConfigError, match=r"population.variants\[1\]: gamma"):
+        apply_variant(cpu, {"gamma": 2}, 1)
+    with pytest.raises(ConfigError, match=r"variants\[0\]: seed belong to the whole population"):
+        apply_overrides(cpu, {"population.variants": [{"seed": 3}]})
+    with pytest.raises(ConfigError, match="gama"):
+        apply_overrides(cpu, {"population.variants[2]": {"gama": 0.9}})
+    # another env drops the Mission Gym settings of the run and of every variant alike
+    hopper = apply_overrides(cpu, {"env": "Hopper-v5"})
+    assert hopper.curriculum == [] and hopper.env_kwargs == {}
+    assert all(not v.curriculum and not v.env_kwargs for v in hopper.population.variants)
+
+
+def test_overrides_set_fields_paths_and_list_items():
+    cpu = load_preset("cpu")
+    deep = apply_overrides(cpu, {"population.final_episodes": 2000})
+    assert deep.population.final_episodes == 2000 and deep.population.cuts == cpu.population.cuts
+    assert apply_overrides(cpu, {"population": {"size": 1}}).population.cuts == []  # a plain key sets the whole value
+    item = apply_overrides(cpu, {"curriculum[0].value": 4})
+    assert item.curriculum[0].value == 4 and item.curriculum[1:] == cpu.curriculum[1:]
+    assert apply_overrides(cpu, {"phases[1].learning_rate": 1e-4}).phases[1].learning_rate == 1e-4
+    with pytest.raises(ConfigError, match=r"curriculum\[7\] does not exist"):
+        apply_overrides(cpu, {"curriculum[7].value": 4})
+    with pytest.raises(ConfigError, match="did you mean 'population'"):
+        apply_overrides(cpu, {"populaton.size": 2})
 
 
 def test_curriculum_ramps_to_the_real_game():
     from mission_gym.config import load_config
-    from mission_gym.training.curriculum import Curriculum
-    from mission_gym.training.presets import CurriculumStep
+    from mission_gym.extras.curriculum import Curriculum
+    from mission_gym.ppo.config import CurriculumStep
 
-    step = CurriculumStep(setting="engagement.capture.time_to_capture", value=5.0, until=0.5)
-    cur = Curriculum(load_config(), [step])
+    step = CurriculumStep(setting="engagement.capture.time_to_capture", value=5.0, until=50)
+    cur = Curriculum(load_config(), [step], 100)
     assert cur.values(0.0) == {step.setting: 5.0} and cur.values(0.25) == {step.setting: pytest.approx(10.0)}
     assert cur.values(0.5) == cur.values(0.9) == {step.setting: 15.0}
     assert cur.config_at(0.1).engagement.capture.time_to_capture == pytest.approx(7.0)
-    repeat = Curriculum(load_config(), [CurriculumStep(setting="world.physics.action_repeat", value=1, until=1.0)])
+    repeat = Curriculum(load_config(), [CurriculumStep(setting="world.physics.action_repeat", value=1, until=100)], 100)
     assert repeat.values(0.3)["world.physics.action_repeat"] == 2.0  # 1 + 4 * 0.3 = 2.2, whole steps for an integer
     assert repeat.config_at(0.3).world.physics.action_repeat == 2
     with pytest.raises(ConfigError, match="not a number"):
-        Curriculum(load_config(), [CurriculumStep(setting="engagement.capture.contested", value=1.0, until=0.5)])
+        Curriculum(load_config(), [CurriculumStep(setting="engagement.capture.contested", value=1.0, until=50)], 100)
     # settings valid only together move together: the defenders' mode probabilities sum to 1 all along the ramp
     modes = "engagement.defenders.mode_probs."
     guard = [
-        CurriculumStep(setting=modes + "guard_objective", value=0.6, until=0.8),
-        CurriculumStep(setting=modes + "patrol", value=0.25, until=0.8),
-        CurriculumStep(setting=modes + "intercept", value=0.15, until=0.8),
+        CurriculumStep(setting=modes + "guard_objective", value=0.6, until=80),
+        CurriculumStep(setting=modes + "patrol", value=0.25, until=80),
+        CurriculumStep(setting=modes + "intercept", value=0.15, until=80),
     ]
-    probs = Curriculum(load_config(), guard).config_at(0.4).engagement.defenders.mode_probs
+    probs = Curriculum(load_config(), guard, 100).config_at(0.4).engagement.defenders.mode_probs
     assert (probs.guard_objective, probs.patrol, probs.intercept) == pytest.approx((0.45, 0.375, 0.175))
-    with pytest.raises(ConfigError, match=r"at 0\.5 of the run is not valid: .*sum to 1 \(got 1\.1125\)"):
-        Curriculum(load_config(), [guard[0], CurriculumStep(setting=modes + "patrol", value=0.2, until=0.5)])
+    with pytest.raises(ConfigError, match=r"at step 50 is not valid: .*sum to 1 \(got 1\.1125\)"):
+        Curriculum(load_config(), [guard[0], CurriculumStep(setting=modes + "patrol", value=0.2, until=50)], 100)
     with pytest.raises(ConfigError, match="at the start is not valid: .*sum to 1"):
-        Curriculum(load_config(), guard[:2])
+        Curriculum(load_config(), guard[:2], 100)
     with pytest.raises(ValueError, match="until"):
-        CurriculumStep(setting="x", value=1.0, until=0.0)
+        CurriculumStep(setting="x", value=1.0, until=0)
     # `--preset cpu --env Hopper-v5`: the preset's curriculum (Mission Gym's game) is left out, an explicit one is not
     assert load_preset("cpu").curriculum and apply_overrides(load_preset("cpu"), {"env": "Hopper-v5"}).curriculum == []
     # ... and so are its env arguments (the defender-motion observation), unless given
@@ -420,20 +460,20 @@ def test_curriculum_ramps_to_the_real_game():
 
 def test_a_curriculum_step_may_start_later_and_a_setting_may_have_several():
     from mission_gym.config import load_config
-    from mission_gym.training.curriculum import Curriculum
-    from mission_gym.training.presets import CurriculumStep
+    from mission_gym.extras.curriculum import Curriculum
+    from mission_gym.ppo.config import CurriculumStep
 
     modes = "engagement.defenders.mode_probs."
     early = [  # chasers only at first, the game's own 0.5 / 0.3 / 0.2 by 40%
-        CurriculumStep(setting=modes + "patrol", value=1.0, until=0.4),
-        CurriculumStep(setting=modes + "guard_objective", value=0.0, until=0.4),
-        CurriculumStep(setting=modes + "intercept", value=0.0, until=0.4),
+        CurriculumStep(setting=modes + "patrol", value=1.0, until=40),
+        CurriculumStep(setting=modes + "guard_objective", value=0.0, until=40),
+        CurriculumStep(setting=modes + "intercept", value=0.0, until=40),
     ]
     late = [  # more guards from 60%, back to the game's own by the end
-        CurriculumStep(setting=modes + "guard_objective", value=0.5, start=0.6, until=1.0),
-        CurriculumStep(setting=modes + "patrol", value=0.3, start=0.6, until=1.0),
+        CurriculumStep(setting=modes + "guard_objective", value=0.5, start=60, until=100),
+        CurriculumStep(setting=modes + "patrol", value=0.3, start=60, until=100),
     ]
-    cur = Curriculum(load_config(), early + late)
+    cur = Curriculum(load_config(), early + late, 100)
 
     def probs(progress: float) -> tuple[float, float, float]:
         p = cur.config_at(progress).engagement.defenders.mode_probs
@@ -444,22 +484,22 @@ def test_a_curriculum_step_may_start_later_and_a_setting_may_have_several():
     assert probs(0.6) == pytest.approx((0.3, 0.5, 0.2)) and probs(0.8) == pytest.approx((0.4, 0.4, 0.2))
     assert probs(1.0) == pytest.approx((0.5, 0.3, 0.2))
     # a step that starts later leaves the game alone before it, and the first step's formula is unchanged by it
-    only_late = Curriculum(load_config(), late)
+    only_late = Curriculum(load_config(), late, 100)
     assert only_late.values(0.3) == {modes + "guard_objective": 0.3, modes + "patrol": 0.5}
-    capture = CurriculumStep(setting="engagement.capture.time_to_capture", value=5.0, until=0.4)
-    ramp = Curriculum(load_config(), [capture])
+    capture = CurriculumStep(setting="engagement.capture.time_to_capture", value=5.0, until=40)
+    ramp = Curriculum(load_config(), [capture], 100)
     assert all(ramp.values(p)[capture.setting] == 5.0 + 10.0 * min(p / 0.4, 1.0) for p in (0.0, 0.123, 0.3999, 0.7))
     with pytest.raises(ValueError, match="must start before its until"):
-        CurriculumStep(setting=capture.setting, value=5.0, start=0.5, until=0.5)
-    with pytest.raises(ValueError, match=r"overlap, got \(start, until\) \[\(0\.0, 0\.4\), \(0\.3, 0\.9\)\]"):
+        CurriculumStep(setting=capture.setting, value=5.0, start=50, until=50)
+    with pytest.raises(ValueError, match=r"overlap, got \(start, until\) \[\(0, 40\), \(30, 90\)\]"):
         tiny(
             env="MissionGym-v0",
             vec_env="native",
-            curriculum=[capture.model_dump(), {**capture.model_dump(), "start": 0.3, "until": 0.9}],
+            curriculum=[capture.model_dump(), {**capture.model_dump(), "start": 30, "until": 90}],
         )
     # the ramp's values are checked at every step's start too: guards 0.5 without patrol 0.3 do not sum to 1
-    with pytest.raises(ConfigError, match="at 0.6 of the run is not valid: .*sum to 1"):
-        Curriculum(load_config(), late[:1])
+    with pytest.raises(ConfigError, match="at step 60 is not valid: .*sum to 1"):
+        Curriculum(load_config(), late[:1], 100)
     spaced = tiny(env="MissionGym-v0", vec_env="native", curriculum=[s.model_dump() for s in early + late])
     assert len(spaced.curriculum) == 5
 
@@ -467,8 +507,8 @@ def test_a_curriculum_step_may_start_later_and_a_setting_may_have_several():
 def test_curriculum_plays_an_easier_game_while_evaluation_plays_the_real_one(tmp_path):
     import csv
 
+    from mission_gym.extras.curriculum import mission_core
     from mission_gym.sim import layout
-    from mission_gym.training.curriculum import mission_core
 
     key = "engagement.capture.time_to_capture"
     config = load_preset("quick").model_copy(update={"n_envs": 4, "n_steps": 32})
@@ -479,7 +519,7 @@ def test_curriculum_plays_an_easier_game_while_evaluation_plays_the_real_one(tmp
             "eval_freq": 256,
             "eval_episodes": 2,
             "save_freq": 0,
-            "curriculum": [{"setting": key, "value": 3.0, "until": 0.5}],
+            "curriculum": [{"setting": key, "value": 3.0, "until": 256}],
         },
     )
     trainer = Trainer.create(config, runs_dir=tmp_path, run_name="cur", progress=False)
@@ -500,13 +540,13 @@ def test_curriculum_plays_an_easier_game_while_evaluation_plays_the_real_one(tmp
     assert seen[0] == 3.0 and seen[-1] == 15.0 and sorted(set(seen)) == [3.0, 9.0, 15.0]
     assert read_yaml(tmp_path / "cur" / "config.yaml")["env_kwargs"] == {}  # evaluation and the saved agent: the real game
     assert load_agent(tmp_path / "cur", device="cpu").env_kwargs == {}
-    # resumed at 512 of 1024 steps with the ramp over the first 80%: the first games play 3 + 12 * 0.625 = 10.5 s
-    ramp = {"setting": key, "value": 3.0, "until": 0.8}
+    # a ramp to step 800 in a run of 512, resumed to 1024: the first games play 3 + 12 * 512 / 800 = 10.68 s
+    ramp = {"setting": key, "value": 3.0, "until": 800}
     config = apply_overrides(config, {"timesteps": 512, "save_freq": 512, "curriculum": [ramp]})
     Trainer.create(config, runs_dir=tmp_path, run_name="res", progress=False).train()
     resumed = Trainer.resume("res", runs_dir=tmp_path, overrides={"timesteps": 1024}, progress=False)
     core = mission_core(resumed.model.get_env())
-    assert core.config.engagement.capture.time_to_capture == pytest.approx(10.5)
+    assert core.config.engagement.capture.time_to_capture == pytest.approx(10.68)
     assert resumed.train().status == "finished"
     assert core.config.engagement.capture.time_to_capture == pytest.approx(15.0)
 
@@ -514,7 +554,7 @@ def test_curriculum_plays_an_easier_game_while_evaluation_plays_the_real_one(tmp
 def test_phases_change_learning_rate_and_entropy_during_a_run(tmp_path):
     import csv
 
-    phases = [{"start": 0.5, "learning_rate": 5e-4, "ent_coef": 0.02}]
+    phases = [{"start": 256, "learning_rate": 5e-4, "ent_coef": 0.02}]
     config = tiny(timesteps=512, eval_freq=0, save_freq=0, learning_rate=1e-3, lr_schedule="linear", ent_coef=0.0)
     config = apply_overrides(config, {"phases": phases})
     result = Trainer.create(config, runs_dir=tmp_path, run_name="ph", progress=False).train()
@@ -526,41 +566,3 @@ def test_phases_change_learning_rate_and_entropy_during_a_run(tmp_path):
     assert lrs == pytest.approx([1e-3 * 0.5, 5e-4, 2.5e-4, 0.0]) and ents == [0.0, 0.02, 0.02, 0.02]
     agent = load_agent(tmp_path / "ph", device="cpu")
     assert agent.model.ent_coef == 0.02
-
-
-# --- episode ends ---------------------------------------------------------------------------------------------
-STALL_FAST = {"scenario": {"stall": {"seconds": 1.0}}}  # no progress for 1 s (4 env steps) ends the game "stalled"
-
-
-@pytest.mark.parametrize("bootstrap", [True, False])
-def test_bootstrap_truncated_decides_whether_ppo_bootstraps_a_stall(bootstrap):
-    from stable_baselines3 import PPO
-
-    venv = make_vec_env("MissionGym-v0", 2, "native", seed=0, env_kwargs=STALL_FAST, bootstrap_truncated=bootstrap)
-    model = PPO("MlpPolicy", venv, n_steps=16, batch_size=32, policy_kwargs={"net_arch": [8]}, seed=0, device="cpu")
-    stepped: list[tuple[np.ndarray, np.ndarray, list[dict]]] = []
-    step_wait = venv.step_wait
-
-    def recording_step_wait():
-        out = step_wait()
-        stepped.append((out[1].copy(), out[2].copy(), out[3]))
-        return out
-
-    venv.step_wait = recording_step_wait
-    model.learn(16 * 2)
-    rewards = np.array([r for r, _, _ in stepped])
-    stalls = [(t, i) for t, (_, dones, infos) in enumerate(stepped) for i in np.flatnonzero(dones)]
-    assert stalls and all(stepped[t][2][i]["outcome"] == "stalled" for t, i in stalls)
-    assert all(stepped[t][2][i]["TimeLimit.truncated"] is bootstrap for t, i in stalls)
-    buffer = model.rollout_buffer.rewards  # (n_steps, n_envs): what PPO learnt from, after any bootstrap
-    assert buffer.shape == rewards.shape
-    at_stall = np.array([buffer[t, i] - rewards[t, i] for t, i in stalls])
-    if bootstrap:  # SB3 added gamma * V(last observation): never exactly 0 for an untrained value net
-        assert np.all(at_stall != 0.0)
-    else:
-        np.testing.assert_array_equal(at_stall, 0.0)
-    others = np.ones_like(rewards, dtype=bool)
-    for t, i in stalls:
-        others[t, i] = False
-    np.testing.assert_array_equal(buffer[others], rewards[others])
-    venv.close()

@@ -1,14 +1,15 @@
-"""``policy: trunk``: one network for the actor and the critic (mission_gym/training/trunk.py)."""
+"""``policy: trunk``: one network for the actor and the critic (mission_gym/extras/trunk.py)."""
 
 from __future__ import annotations
 
 import torch
 
 from mission_gym.envs import MissionVecEnv
+from mission_gym.launch.auto import load_preset
+from mission_gym.ppo.agent import load_agent
+from mission_gym.ppo.config import apply_overrides
+from mission_gym.ppo.trainer import Trainer
 from mission_gym.sim import layout as L
-from mission_gym.training.agent import load_agent
-from mission_gym.training.presets import apply_overrides, load_preset
-from mission_gym.training.trainer import Trainer
 
 SHORT_MISSION = {"world": {"physics": {"episode_seconds": 2.5}}}
 

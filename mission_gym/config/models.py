@@ -54,13 +54,7 @@ class ObservationConfig(_Model):
     lidar_rays: Annotated[int, Field(ge=0, le=64)] = 8
     lidar_range: PosFloat = 30.0
     last_seen_horizon: PosFloat = 30.0
-    defender_bearings: bool = False  # per attacker x defender slot: where the defender is from that attacker
-    bearings_frame: Literal["own", "world"] = "own"  # the bearings' axes: the attacker's heading, or east/north
     defender_motion: bool = False  # per defender slot: its speed and tag reload while an attacker sees it
-    defender_objective: bool = False  # per defender slot: its last known position from the objective
-    # after the public observation, the defenders' true state and the stall clock, for a critic only: a policy
-    # trained on it acts on the public part (the trainer's asymmetric actor-critic, docs/training.md)
-    critic_state: bool = False
 
 
 class World(_Model):

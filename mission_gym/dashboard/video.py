@@ -85,9 +85,9 @@ def load_policy(
         probe.close()
         return PolicySource(lambda obs: batch_policy(obs[None])[0], ENV_ID, kwargs, label=f"{baseline} baseline")
     try:
-        from mission_gym.training.agent import load_agent
+        from mission_gym.ppo.agent import load_agent
     except ImportError as exc:
-        raise ValueError(f"loading a trained model needs mission_gym.training.agent, which failed to import: {exc}") from exc
+        raise ValueError(f"loading a trained model needs mission_gym.ppo.agent, which failed to import: {exc}") from exc
     try:
         agent = load_agent(source, runs_dir=runs_dir, device=device)
     except (FileNotFoundError, KeyError) as exc:

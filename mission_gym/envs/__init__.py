@@ -2,10 +2,9 @@
 
 import gymnasium as gym
 
+from mission_gym import ENV_ID
 from mission_gym.envs.mission_env import MissionEnv
 from mission_gym.envs.vec_env import MissionVecEnv
-
-ENV_ID = "MissionGym-v0"
 
 if ENV_ID not in gym.registry:
     gym.register(id=ENV_ID, entry_point="mission_gym.envs.mission_env:MissionEnv")

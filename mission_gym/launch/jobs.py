@@ -105,6 +105,8 @@ class Job:
     :param seed: the seed passed as ``--seed``, if any
     :param cpus: cores asked for (``None``: an even share of the machine)
     :param gpus: fraction of a GPU for Ray's ``num_gpus`` (``None``: the backend decides)
+    :param group: the jobs-file entry it came from
+    :param resume: continue the run ``name`` (``--resume``) instead of starting it
     """
 
     name: str
@@ -113,6 +115,7 @@ class Job:
     cpus: int | None = None
     gpus: float | None = None
     group: str = ""
+    resume: bool = False
 
     def flag(self, name: str) -> str | None:
         """The value of ``--name`` in :attr:`args` (the last one wins, as in argparse), or ``None``."""
@@ -128,7 +131,8 @@ class Job:
 
     def train_args(self, runs_dir: str | Path, num_threads: int | None = None) -> list[str]:
         """The full argument list of ``train_ppo`` for this job."""
-        out = list(self.args) + ["--run-name", self.name, "--runs-dir", str(runs_dir)]
+        run = ["--resume", self.name] if self.resume else ["--run-name", self.name]
+        out = list(self.args) + run + ["--runs-dir", str(runs_dir)]
         if num_threads is not None and self.flag("num-threads") is None:
             out += ["--num-threads", str(num_threads)]
         if "--no-progress" not in out:

@@ -24,31 +24,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
+from mission_gym.hardware import GpuInfo, core_ids, free_host_mb, gpu_memory_by_pid, list_gpus, thread_env
 from mission_gym.launch.jobs import Job
-from mission_gym.launch.report import JobRecord, failure_reason, print_summary, status_table
+from mission_gym.launch.report import JobRecord, failure_reason, print_summary, status_line, status_table
 from mission_gym.launch.resources import (
     HOST_HEADROOM_MB,
     CoreAllocator,
-    GpuInfo,
-    available_cores,
     estimate_job_memory,
-    free_host_mb,
-    gpu_memory_by_pid,
     job_timesteps,
-    list_gpus,
     tree_pids,
     tree_rss_mb,
 )
 
-#: environment variables that cap the threads of the BLAS/OpenMP/numba pools in a child
-THREAD_VARS = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-    "NUMBA_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-)
 #: exit statuses of a child that stopped on SIGINT/SIGTERM (train_ppo's 130/143, or killed by the signal)
 INTERRUPTED_CODES = (130, 143, -signal.SIGINT, -signal.SIGTERM)
 _PR_SET_PDEATHSIG = 1
@@ -64,7 +51,7 @@ def train_command(job: Job, runs_dir: Path, threads: int) -> list[str]:
 def child_env(threads: int, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a child: thread caps, unbuffered output, CUDA indices in NVML (PCI) order."""
     env = dict(os.environ if base is None else base)
-    env.update({k: str(threads) for k in THREAD_VARS})
+    env.update(thread_env(threads))
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     return env
@@ -183,6 +170,8 @@ class LocalLauncher:
     :param stop_timeout: seconds a child gets to save its checkpoint after the stop signal, before it is killed
     :param console: where the table and messages go (a live table only on a terminal)
     :param command: builds a child's argv from (job, runs_dir, threads); tests swap in stand-ins
+    :param summary: print the summary table and write ``summary.json`` at the end
+    :param status_every_s: without a live table, print one line of every running job's steps this often (0: never)
     """
 
     def __init__(
@@ -198,11 +187,13 @@ class LocalLauncher:
         live: bool = True,
         command: CommandFn = train_command,
         poll_interval: float = 0.25,
+        summary: bool = True,
+        status_every_s: float = 0.0,
     ) -> None:
         self.runs_dir = Path(runs_dir)
         self.launch_dir = Path(launch_dir)
         self.max_parallel = max(1, max_parallel)
-        self.cores = list(cores) if cores is not None else available_cores()
+        self.cores = list(cores) if cores is not None else core_ids()
         self.cores_per_job = max(1, len(self.cores) // self.max_parallel)
         self.memory_check = memory_check
         self.stop_timeout = stop_timeout
@@ -210,10 +201,12 @@ class LocalLauncher:
         self.live = live and self.console.is_terminal
         self.command = command
         self.poll_interval = poll_interval
+        self.summary = summary
+        self.status_every_s = status_every_s
         self.gpus: list[GpuInfo] = list_gpus()
         self.records = [JobRecord(j, self.runs_dir / j.name, self.launch_dir / f"{j.name}.log") for j in jobs]
         for r in self.records:
-            r.host_mb, r.gpu_mb = estimate_job_memory(r.job, self.gpus)
+            r.host_mb, r.gpu_mb = estimate_job_memory(r.job, self.gpus, runs_dir=str(self.runs_dir))
             r.total_steps = job_timesteps(r.job)
         self._procs: dict[str, subprocess.Popen] = {}
         self._gpu_of: dict[str, int] = {}
@@ -237,7 +230,7 @@ class LocalLauncher:
         """Run every job; returns the records, in job order, once all have ended (or the launch was stopped)."""
         self.launch_dir.mkdir(parents=True, exist_ok=True)
         live = Live(self._table(), console=self.console, auto_refresh=False) if self.live else nullcontext()
-        last_draw = 0.0
+        last_draw = last_status = time.monotonic()
         with stop_signals(self._on_signal), live:
             while True:
                 self._reap()
@@ -250,9 +243,13 @@ class LocalLauncher:
                 if time.monotonic() - last_draw >= 1.0:
                     self._draw(live)
                     last_draw = time.monotonic()
+                if not self.live and self.status_every_s and time.monotonic() - last_status >= self.status_every_s:
+                    self.console.print(status_line(self.records), highlight=False, soft_wrap=True)
+                    last_status = time.monotonic()
                 time.sleep(self.poll_interval)
             self._draw(live)
-        print_summary(self.console, self.records, self.launch_dir)
+        if self.summary:
+            print_summary(self.console, self.records, self.launch_dir)
         return self.records
 
     def _table(self):

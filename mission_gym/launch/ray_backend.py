@@ -23,10 +23,11 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from mission_gym.hardware import MB, GpuInfo, core_ids, list_gpus
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import INTERRUPTED_CODES, child_env, finish_if_exited, spawn, stop_signals, wait_and_stop
 from mission_gym.launch.report import JobRecord, failure_reason, print_summary, status_table
-from mission_gym.launch.resources import MB, GpuInfo, available_cores, estimate_job_memory, job_timesteps, list_gpus
+from mission_gym.launch.resources import estimate_job_memory, job_timesteps
 
 #: when the driver cannot see the cluster's GPUs, a job gets a whole one unless told otherwise
 DEFAULT_GPU_FRACTION = 1.0
@@ -99,6 +100,7 @@ def run_ray(
     console: Console | None = None,
     live: bool = True,
     module: str = TRAIN_MODULE,
+    summary: bool = True,
 ) -> tuple[list[JobRecord], int | None]:
     """Run every job as a Ray task; returns the records and the signal that stopped the launch (if any).
 
@@ -106,6 +108,7 @@ def run_ray(
     :param max_parallel: at most this many tasks submitted at once (None: Ray's resources decide)
     :param memory_check: ask Ray for each job's estimated host memory (its ``memory`` resource)
     :param module: the module each task runs (tests use stand-ins)
+    :param summary: print the summary table and write ``summary.json`` at the end
     :raises RayUnavailable: when Ray is not installed or cannot connect
     """
     ray = import_ray()
@@ -119,14 +122,14 @@ def run_ray(
                 ray.init(address=address, log_to_driver=False)
             else:
                 ray.init(
-                    num_cpus=len(available_cores()),
+                    num_cpus=len(core_ids()),
                     include_dashboard=False,
                     log_to_driver=False,
                     object_store_memory=LOCAL_OBJECT_STORE_MB * MB,
                 )
         except Exception as exc:
             raise RayUnavailable(f"could not {'connect to Ray at ' + address if address else 'start Ray'}: {exc}") from exc
-    state = {"signal": None, "count": 0}
+    state: dict[str, Any] = {"signal": None, "count": 0}
 
     def on_signal(signum: int) -> None:
         state["count"] += 1
@@ -139,7 +142,7 @@ def run_ray(
         remote = ray.remote(run_job_task)
         options: dict[str, dict[str, Any]] = {}
         for r in records:
-            r.host_mb, r.gpu_mb = estimate_job_memory(r.job, gpus)
+            r.host_mb, r.gpu_mb = estimate_job_memory(r.job, gpus, runs_dir=str(runs_dir))
             r.total_steps = job_timesteps(r.job)
             cpus = r.job.cpus or 1
             gpu = r.job.gpus if r.job.gpus is not None else gpu_fraction(r.gpu_mb, local_gpus)
@@ -170,7 +173,8 @@ def run_ray(
     finally:
         if started_here:
             ray.shutdown()
-    print_summary(console, records, launch_dir)
+    if summary:
+        print_summary(console, records, launch_dir)
     return records, state["signal"]
 
 

@@ -8,13 +8,13 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
 
 from mission_gym.launch.jobs import Job
-from mission_gym.training.rundir import read_last_progress
+from mission_gym.ppo.rundir import read_last_progress
 
 #: states a job can end in, and which count as success
 FINAL_STATES = ("done", "failed", "interrupted", "killed", "skipped", "cancelled")
@@ -160,7 +160,7 @@ def _state(r: JobRecord) -> str:
 def status_table(records: list[JobRecord], title: str | None = None) -> Table:
     """The live table: job, state, cores/node, steps, FPS, win rate (or mean return), GPU memory, time."""
     t = Table(title=title, title_justify="left", expand=False)
-    for col, just in (
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("job", "left"),
         ("state", "left"),
         ("where", "left"),
@@ -169,7 +169,8 @@ def status_table(records: list[JobRecord], title: str | None = None) -> Table:
         ("win", "right"),
         ("GPU MB", "right"),
         ("time", "right"),
-    ):
+    )
+    for col, just in columns:
         t.add_column(col, justify=just, no_wrap=col != "job", overflow="fold")
     for r in records:
         where = r.node or (",".join(map(str, r.cores)) if r.cores else "")
@@ -186,6 +187,11 @@ def status_table(records: list[JobRecord], title: str | None = None) -> Table:
             _fmt_time(r.elapsed),
         )
     return t
+
+
+def status_line(records: list[JobRecord]) -> str:
+    """One line of every running job's steps (for logs, where there is no live table)."""
+    return "  " + "  ".join(f"{r.name} {_steps(r) or 0}" for r in records if r.state in ("running", "stopping"))
 
 
 def print_summary(console: Console, records: list[JobRecord], launch_dir: Path) -> None:

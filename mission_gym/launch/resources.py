@@ -3,99 +3,19 @@ estimated memory (from the training memory estimator when it can answer, else a 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import psutil
 
+from mission_gym.hardware import MB, GpuInfo, core_ids, free_host_mb, list_gpus
 from mission_gym.launch.jobs import Job
-from mission_gym.training.presets import load_preset
 
-MB = 1024 * 1024
 #: host memory kept free for the system and the launcher itself
 HOST_HEADROOM_MB = 512.0
 #: when the estimator cannot answer: a train_ppo process (torch + SB3 + numba + buffers) and its CUDA context
 FALLBACK_HOST_MB = 2048.0
 FALLBACK_GPU_MB = 1536.0
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    """One GPU as NVML sees it (index = CUDA index under ``CUDA_DEVICE_ORDER=PCI_BUS_ID``)."""
-
-    index: int
-    name: str
-    total_mb: float
-    free_mb: float
-
-
-def available_cores() -> list[int]:
-    """The CPU cores this process may run on (its affinity mask), in order."""
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
-
-
-def free_host_mb() -> float:
-    """Host memory available to new processes, in MiB."""
-    return psutil.virtual_memory().available / MB
-
-
-def _nvml():
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return pynvml
-    except Exception:  # no driver, no library, no GPU: a CPU machine
-        return None
-
-
-def _visible(count: int) -> list[int]:
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return list(range(count))
-    try:
-        return [i for i in (int(v) for v in visible.split(",") if v.strip()) if 0 <= i < count]
-    except ValueError:  # UUIDs: take the first ones, as CUDA would number them
-        return list(range(min(count, len([v for v in visible.split(",") if v.strip()]))))
-
-
-def list_gpus() -> list[GpuInfo]:
-    """The GPUs this process may use with their free memory; ``[]`` without NVML or GPUs."""
-    nv = _nvml()
-    if nv is None:
-        return []
-    out = []
-    try:
-        for cuda_index, i in enumerate(_visible(nv.nvmlDeviceGetCount())):
-            h = nv.nvmlDeviceGetHandleByIndex(i)
-            mem = nv.nvmlDeviceGetMemoryInfo(h)
-            name = nv.nvmlDeviceGetName(h)
-            label = name.decode() if isinstance(name, bytes) else str(name)
-            out.append(GpuInfo(cuda_index, label, mem.total / MB, mem.free / MB))
-    except Exception:
-        return out
-    return out
-
-
-def gpu_memory_by_pid(pids: Iterable[int]) -> float:
-    """GPU memory (MiB) used by the given processes on all GPUs, as far as NVML can attribute it
-    (0 inside PID namespaces where NVML's pids are not ours)."""
-    wanted = set(pids)
-    nv = _nvml()
-    if nv is None or not wanted:
-        return 0.0
-    total = 0.0
-    try:
-        for i in range(nv.nvmlDeviceGetCount()):
-            for p in nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(i)):
-                if p.pid in wanted and p.usedGpuMemory:
-                    total += p.usedGpuMemory / MB
-    except Exception:
-        return total
-    return total
 
 
 def tree_pids(pid: int) -> list[int]:
@@ -119,50 +39,40 @@ def tree_rss_mb(pid: int) -> float:
 
 
 def job_timesteps(job: Job) -> int | None:
-    """The job's target timesteps: its ``--timesteps`` flag, else its preset's; None when unknown."""
-    value = job.flag("timesteps")
-    if value is None:
-        try:
-            value = load_preset(job.preset or "auto").timesteps
-        except ValueError:  # a bad preset: the job itself will report it
-            return None
+    """The job's target timesteps (its flags over its preset, or its run's); None when unknown."""
+    from mission_gym.launch.command import config_for_argv
+
     try:
-        return int(float(str(value).replace("_", "")))
-    except ValueError:
+        return config_for_argv(job.train_args(".")).timesteps
+    except ValueError:  # a bad preset or flag: the job itself will report it
         return None
 
 
-def job_uses_gpu(job: Job, gpus: Sequence[GpuInfo]) -> bool:
-    """Whether the job may train on a GPU: not with ``--device cpu`` (flag or preset) or without GPUs."""
-    if not gpus:
-        return False
-    device = job.device
-    if device is None:
-        try:
-            device = load_preset(job.preset or "auto").device
-        except ValueError:  # a bad preset: the job itself will report it
-            device = None
-    return device is None or not str(device).startswith("cpu")
-
-
-def estimate_job_memory(job: Job, gpus: Sequence[GpuInfo] | None = None) -> tuple[float, float]:
+def estimate_job_memory(job: Job, gpus: Sequence[GpuInfo] | None = None, runs_dir: str = "runs") -> tuple[float, float]:
     """Estimated peak memory of one job: ``(host_mb, gpu_mb)``.
 
-    Asks the memory estimator (:func:`mission_gym.training.memory.estimate_for_args`: the job's preset with its
-    ``--n-envs``, ``--n-steps``, ``--batch-size``, ``--n-epochs``, ``--network-arch``, ``--vec-env`` and ``--device``
-    flags); when it cannot answer, a conservative guess (:data:`FALLBACK_HOST_MB`, plus :data:`FALLBACK_GPU_MB`
-    when the job may use a GPU).
+    Asks the memory estimator about the configuration the job's command line resolves to (the same code
+    ``train_ppo`` runs, :func:`mission_gym.launch.command.config_for_argv`); when it cannot answer, a conservative
+    guess (:data:`FALLBACK_HOST_MB`, plus :data:`FALLBACK_GPU_MB` when the job may use a GPU).
 
     :param gpus: the GPUs jobs may use (default: this machine's); without any, ``gpu_mb`` is 0
+    :param runs_dir: where a resumed job's run lives
     """
-    from mission_gym.training.memory import estimate_for_args
+    from mission_gym.launch.command import config_for_argv
+    from mission_gym.ppo.memory import estimate_memory
+    from mission_gym.ppo.sizing import shape_from_config
 
     gpus = list_gpus() if gpus is None else gpus
     try:
-        host_mb, gpu_mb = estimate_for_args(list(job.args))
-        return float(host_mb), (float(gpu_mb) if gpus else 0.0)
+        config = config_for_argv(job.train_args(runs_dir))
+        device = config.device
+        if device == "auto":
+            device = "cuda" if gpus else "cpu"
+        est = estimate_memory(shape_from_config(config, device=device))
+        return est.host_bytes / MB, (est.gpu_bytes / MB if gpus else 0.0)
     except ValueError:  # a preset or flag the estimator cannot read: the job itself will report it
-        return FALLBACK_HOST_MB, (FALLBACK_GPU_MB if job_uses_gpu(job, gpus) else 0.0)
+        on_gpu = bool(gpus) and not str(job.device or "").startswith("cpu")
+        return FALLBACK_HOST_MB, (FALLBACK_GPU_MB if on_gpu else 0.0)
 
 
 class CoreAllocator:
@@ -207,7 +117,7 @@ def default_max_parallel(
     gpus: Sequence[GpuInfo] | None = None,
 ) -> ParallelPlan:
     """What the machine allows: one job per asked-for core set, and as many as the estimates fit in memory."""
-    cores = available_cores() if cores is None else cores
+    cores = core_ids() if cores is None else cores
     host_free_mb = free_host_mb() if host_free_mb is None else host_free_mb
     gpus = list_gpus() if gpus is None else gpus
     estimates = [estimate_job_memory(j, gpus) for j in jobs]

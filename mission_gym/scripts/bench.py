@@ -126,14 +126,17 @@ def train_one(preset: str, n_envs: int, vec_env: str, rollouts: int, device: str
 
     The batch size follows the preset's rule for the new rollout size (``n_envs × n_steps``).
     """
-    from mission_gym.training import memory as mem
-    from mission_gym.training.presets import load_preset
+    from mission_gym.hardware import MB
+    from mission_gym.ppo.measure import measure_training
+    from mission_gym.ppo.memory import estimate_memory
+    from mission_gym.ppo.presets import load_preset
+    from mission_gym.ppo.sizing import shape_from_config
 
     config = load_preset(preset)
     config = config.model_validate({**config.model_dump(), "n_envs": n_envs, "vec_env": vec_env, "batch_size": "auto"})
-    shape = mem.shape_from_config(config, device=device)
-    est = mem.estimate_memory(shape)
-    got = mem.measure_training(shape, rollouts=rollouts)
+    shape = shape_from_config(config, device=device)
+    est = estimate_memory(shape)
+    got = measure_training(shape, rollouts=rollouts)
     busy = got.rollout_s + got.update_s
     return {
         "preset": preset,
@@ -144,12 +147,12 @@ def train_one(preset: str, n_envs: int, vec_env: str, rollouts: int, device: str
         "timesteps": got.timesteps,
         "fps": got.timesteps / got.seconds,
         "rollout_share": got.rollout_s / busy if busy else None,
-        "peak_rss_mb": got.peak_rss_bytes / mem.MB,
-        "workers_mb": got.worker_bytes / mem.MB,
-        "est_host_mb": est.host_bytes / mem.MB,
-        "gpu_max_allocated_mb": got.cuda_max_allocated / mem.MB,
-        "gpu_nvml_peak_mb": got.nvml_used_peak / mem.MB,
-        "est_gpu_mb": est.gpu_bytes / mem.MB,
+        "peak_rss_mb": got.peak_rss_bytes / MB,
+        "workers_mb": got.worker_bytes / MB,
+        "est_host_mb": est.host_bytes / MB,
+        "gpu_max_allocated_mb": got.cuda_max_allocated / MB,
+        "gpu_nvml_peak_mb": got.nvml_used_peak / MB,
+        "est_gpu_mb": est.gpu_bytes / MB,
     }
 
 
@@ -305,8 +308,8 @@ def build_parser() -> CliParser:
 
 
 def _train_mode(args: argparse.Namespace) -> int:
-    from mission_gym.training import memory as mem
-    from mission_gym.training.presets import is_selector, preset_names
+    from mission_gym.hardware import detect_hardware
+    from mission_gym.ppo.presets import is_selector, preset_names
 
     names = preset_names()
     bad = [k for k in args.vec_env if k not in TRAIN_KINDS]
@@ -321,7 +324,7 @@ def _train_mode(args: argparse.Namespace) -> int:
         return fail(f"--rollouts must be >= 1, got {args.rollouts}")
     device = args.device
     if device == "auto":
-        device = "cuda" if mem.detect_hardware().gpu_mem_gb else "cpu"
+        device = "cuda" if detect_hardware().gpu_mem_gb else "cpu"
     elif not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
         return fail(f"--device {device!r} is not valid; use auto, cpu, cuda or cuda:N")
     rows = run_train_sweep(args.preset, args.vec_env, sorted(set(args.n_envs)), args.rollouts, device, args.seconds,

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
         result = evaluate_mission(make_policy(args.policy, load_config(), seed=0), args.episodes, seeds, args.policy)
     else:
-        from mission_gym.training.agent import load_agent
+        from mission_gym.ppo.agent import load_agent
 
         try:
             agent = load_agent(args.model, runs_dir=args.runs_dir, device=args.device)

@@ -4,7 +4,7 @@
 rollout buffer and parameter count; ``--memory 8`` names the largest preset that fits an 8 GiB GPU and why;
 ``--preset heavy`` prints one preset's breakdown; ``--measure [--preset quick]`` trains for a few rollouts and
 prints the estimate next to the measured peaks (RSS; on CUDA also ``torch.cuda.max_memory_allocated`` and NVML).
-The memory model is :mod:`mission_gym.training.memory`; ``docs/gpu-guide.md`` explains it.
+The memory model is :mod:`mission_gym.ppo.memory`; ``docs/gpu-guide.md`` explains it.
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from mission_gym.hardware import GB, MB, detect_hardware
+from mission_gym.ppo import memory as mem
+from mission_gym.ppo.presets import is_selector, load_preset, load_presets, preset_names, presets_dir
+from mission_gym.ppo.sizing import largest_fitting_preset, shape_from_config
 from mission_gym.scripts.cli import CliParser, fail
-from mission_gym.training import memory as mem
-from mission_gym.training.presets import is_selector, load_preset, preset_names, presets_dir
-
-MB = mem.MB
-GB = mem.GB
 
 
 def _mb(x: float) -> str:
@@ -40,9 +39,9 @@ def _print_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 
 def compare(presets: dict[str, Any]) -> None:
     """Every preset: shape, parameters, rollout buffer, host RAM on CPU and on CUDA, GPU memory."""
-    cpu = mem.preset_shapes(presets, device="cpu")
     rows = []
-    for name, shape in cpu.items():
+    for name, config in presets.items():
+        shape = shape_from_config(config, device="cpu")
         on_cpu = mem.estimate_memory(shape)
         on_gpu = mem.estimate_memory(shape.with_device("cuda"))
         rows.append(
@@ -80,7 +79,7 @@ def compare(presets: dict[str, Any]) -> None:
 
 def best_for_memory(presets: dict[str, Any], gpu_gb: float, ram_gb: float) -> None:
     """The largest preset whose CUDA estimate fits ``gpu_gb`` (and the host RAM), with each preset's verdict."""
-    best, rows = mem.largest_fitting_preset(gpu_gb, ram_gb, presets)
+    best, rows = largest_fitting_preset(gpu_gb, ram_gb, presets)
     budget_gpu, budget_ram = mem.FIT_FRACTION * gpu_gb * GB, mem.FIT_FRACTION * ram_gb * GB
     table = []
     for name, est, ok in rows:
@@ -110,7 +109,9 @@ def measure(shape: mem.RunShape, name: str, rollouts: int) -> None:
     """Train ``rollouts`` rollouts in this process and print the estimate next to the measured peaks."""
     est = mem.estimate_memory(shape)
     print(f"measuring preset {name}: {rollouts} rollouts of {shape.rollout:,} steps on {shape.device} ...", flush=True)
-    got = mem.measure_training(shape, rollouts=rollouts)
+    from mission_gym.ppo.measure import measure_training
+
+    got = measure_training(shape, rollouts=rollouts)
     print(est.breakdown())
     rows = []
 
@@ -158,7 +159,7 @@ def _resolve_device(device: str, preset_device: str | None) -> str | None:
     if device == "auto":
         device = preset_device if preset_device not in (None, "auto") else "auto"
     if device == "auto":
-        return "cuda" if mem.detect_hardware().gpu_mem_gb else "cpu"
+        return "cuda" if detect_hardware().gpu_mem_gb else "cpu"
     if device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit()):
         return device
     return None
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     if not names:
         where = args.presets_dir or presets_dir()
         return fail(f"no presets (*.yaml) in {where}")
-    ram_gb = args.ram or mem.detect_hardware().ram_gb
+    ram_gb = args.ram or detect_hardware().ram_gb
 
     preset_arg = args.preset or ("quick" if args.measure else None)
     shape = name = None
@@ -187,33 +188,35 @@ def main(argv: list[str] | None = None) -> int:
         name = Path(preset_arg).stem
         try:
             if is_selector(preset_arg, args.presets_dir):
-                hw = mem.detect_hardware()
-                name = mem.choose_auto_preset(hw.gpu_mem_gb, hw.cores, ram_gb, args.presets_dir)
+                from mission_gym.launch.auto import choose_auto_preset
+
+                hw = detect_hardware()
+                name = choose_auto_preset(hw.gpu_mem_gb, hw.cores, ram_gb, args.presets_dir)
                 print(f"{preset_arg} -> {name} (GPU: {hw.gpu_name or 'none'}, {hw.cores} cores, {ram_gb:.0f} GiB RAM)")
                 preset_arg = name
             config = load_preset(preset_arg, args.presets_dir)
             device = _resolve_device(args.device, config.device)
             if device is None:
                 return fail(f"--device {args.device!r} is not valid; use auto, cpu, cuda or cuda:N")
-            shape = mem.shape_from_config(config, device=device)
+            shape = shape_from_config(config, device=device)
             if args.vec_env:
                 shape = replace(shape, vec_env=args.vec_env)
         except (OSError, ValueError) as exc:  # ConfigError is a ValueError; its text names the file and key
             return fail(str(exc))
 
     if args.measure:
-        if shape.on_cuda and not mem.detect_hardware().gpu_mem_gb:
+        if shape.on_cuda and not detect_hardware().gpu_mem_gb:
             return fail("--device cuda but no CUDA GPU is visible; use --device cpu")
         measure(shape, name, args.rollouts)
         return 0
     if args.memory is not None:
-        best_for_memory(mem.load_presets(args.presets_dir), args.memory, ram_gb)
+        best_for_memory(load_presets(args.presets_dir), args.memory, ram_gb)
         return 0
     if shape is not None:
         print(f"preset {name}:")
         print(mem.estimate_memory(shape).breakdown())
         return 0
-    compare(mem.load_presets(args.presets_dir))
+    compare(load_presets(args.presets_dir))
     return 0
 
 

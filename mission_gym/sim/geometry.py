@@ -248,18 +248,6 @@ def _ray_cast(
 
 
 @njit(cache=True)
-def ray_distance(
-    x: float, y: float, angle: float, max_range: float, circles: np.ndarray, rects: np.ndarray, width: float, height: float
-) -> float:
-    """Distance along a ray from (x, y) to the first obstacle or arena wall, capped at ``max_range``."""
-    near_c = np.arange(circles.shape[0])
-    near_r = np.arange(rects.shape[0])
-    dx = math.cos(angle)
-    dy = math.sin(angle)
-    return _ray_cast(x, y, dx, dy, max_range, circles, rects, width, height, near_c, near_c.shape[0], near_r, near_r.shape[0])
-
-
-@njit(cache=True)
 def ray_fan(
     x: float,
     y: float,

@@ -68,10 +68,9 @@ KIND_RADAR = 1
     C_GUARD_R, C_V_PATROL, C_V_CHASE, C_V_INTERCEPT, C_WP_TOL,
     C_OBJ_JIT, C_ATT_JIT, C_DEF_JIT, C_WP_JIT, C_MODES_ON, C_DELAY_ON,
     C_STALL_S, C_STALL_CAP, C_STALL_DIST,
-    C_LIDAR_RAYS, C_LIDAR_RANGE, C_LAST_SEEN_H, C_SPREAD_DIST, C_DEF_BEARINGS, C_BEARINGS_WORLD, C_DEF_MOTION,
-    C_CRITIC_STATE, C_DEF_OBJECTIVE,
-) = range(55)  # fmt: skip
-N_C = 55
+    C_LIDAR_RAYS, C_LIDAR_RANGE, C_LAST_SEEN_H, C_SPREAD_DIST, C_DEF_MOTION,
+) = range(51)  # fmt: skip
+N_C = 51
 
 # reward term indices, in REWARD_TERMS order
 (
@@ -86,30 +85,14 @@ A_STOP, A_TAG, A_SCAN = 0, 9, 10
 
 PER_ATTACKER_BASE = 13  # observation features per attacker before its lidar rays
 PER_DEFENDER = 7
-PER_BEARING = 4  # per attacker x defender slot with observation.defender_bearings
 PER_MOTION = 2  # per defender slot with observation.defender_motion
-PER_OBJECTIVE = 3  # per defender slot with observation.defender_objective
 GLOBAL_FEATURES = 2
-PER_CRITIC_DEFENDER = 10  # per defender slot with observation.critic_state (the true state, for the critic only)
-CRITIC_GLOBALS = 1
 
 
-def obs_size(
-    n_attackers: int,
-    n_defenders: int,
-    lidar_rays: int,
-    defender_bearings: bool = False,
-    defender_motion: bool = False,
-    critic_state: bool = False,
-    defender_objective: bool = False,
-) -> int:
-    """Length of the flat observation vector (with ``critic_state``, the critic's block after the public part)."""
-    bearings = n_attackers * n_defenders * PER_BEARING if defender_bearings else 0
+def obs_size(n_attackers: int, n_defenders: int, lidar_rays: int, defender_motion: bool = False) -> int:
+    """Length of the flat observation vector."""
     motion = n_defenders * PER_MOTION if defender_motion else 0
-    objective = n_defenders * PER_OBJECTIVE if defender_objective else 0
-    public = n_attackers * (PER_ATTACKER_BASE + lidar_rays) + n_defenders * PER_DEFENDER + GLOBAL_FEATURES
-    public += bearings + motion + objective
-    return public + (n_defenders * PER_CRITIC_DEFENDER + CRITIC_GLOBALS if critic_state else 0)
+    return n_attackers * (PER_ATTACKER_BASE + lidar_rays) + n_defenders * PER_DEFENDER + GLOBAL_FEATURES + motion
 
 
 @dataclass(frozen=True)
@@ -226,11 +209,7 @@ def build_static(config: MissionConfig) -> Static:
         obs_cfg.last_seen_horizon,
     )
     cfg[C_SPREAD_DIST] = rew.spread_distance
-    cfg[C_DEF_BEARINGS] = float(obs_cfg.defender_bearings)
-    cfg[C_BEARINGS_WORLD] = float(obs_cfg.bearings_frame == "world")
     cfg[C_DEF_MOTION] = float(obs_cfg.defender_motion)
-    cfg[C_CRITIC_STATE] = float(obs_cfg.critic_state)
-    cfg[C_DEF_OBJECTIVE] = float(obs_cfg.defender_objective)
 
     weights = np.array([getattr(rew, term) if term != "outcome_penalty" else 1.0 for term in REWARD_TERMS], dtype=np.float64)
     penalties = np.array(
@@ -252,13 +231,5 @@ def build_static(config: MissionConfig) -> Static:
         weights=weights,
         penalties=penalties,
         rings=rings,
-        obs_dim=obs_size(
-            n_a,
-            n_d,
-            obs_cfg.lidar_rays,
-            obs_cfg.defender_bearings,
-            obs_cfg.defender_motion,
-            obs_cfg.critic_state,
-            obs_cfg.defender_objective,
-        ),
+        obs_dim=obs_size(n_a, n_d, obs_cfg.lidar_rays, obs_cfg.defender_motion),
     )

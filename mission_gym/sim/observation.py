@@ -10,26 +10,17 @@ from numba import njit
 
 from mission_gym.sim.geometry import ray_fan
 from mission_gym.sim.layout import (
-    C_BEARINGS_WORLD,
     C_CAPTURE_TIME,
-    C_CRITIC_STATE,
-    C_DEF_BEARINGS,
     C_DEF_MOTION,
-    C_DEF_OBJECTIVE,
     C_H,
     C_LAST_SEEN_H,
     C_LIDAR_RANGE,
     C_LIDAR_RAYS,
     C_MAX_STEPS,
     C_SCAN_CD,
-    C_STALL_S,
     C_TAG_CD,
-    C_TAG_HALF,
-    C_TAG_RANGE,
     C_W,
-    D_MODE,
     E_CAPTURE,
-    E_MARK_T,
     E_OBJ_X,
     E_OBJ_Y,
     E_STEP,
@@ -65,7 +56,6 @@ def write_observation(
     up: np.ndarray,
     ev: np.ndarray,
     kd: np.ndarray,
-    dm: np.ndarray,
     e: int,
     n_a: int,
     circles: np.ndarray,
@@ -138,35 +128,6 @@ def write_observation(
                 obs[e, k + f] = 0.0
         k += 7
 
-    if cfg[C_DEF_BEARINGS] > 0.0:
-        # per attacker x defender slot, the defender's last known position from the attacker: (forward, left)
-        # in its own frame, or (east, north) with bearings_frame world, / (2 x tag range) clipped to [-1, 1],
-        # distance / diagonal, and an in-beam flag (inside the tag range and cone); zeros for a disabled attacker
-        # or a defender never seen
-        reach = 2.0 * cfg[C_TAG_RANGE]
-        world = cfg[C_BEARINGS_WORLD] > 0.0
-        for a in range(n_a):
-            x = u[e, a, U_X]
-            y = u[e, a, U_Y]
-            ch = math.cos(u[e, a, U_HEAD])
-            sh = math.sin(u[e, a, U_HEAD])
-            for d in range(kd.shape[1]):
-                if kd[e, d, K_EVER] > 0.0 and u[e, a, U_ALIVE] > 0.0 and kd[e, d, K_INTEG] > 0.0:
-                    dx = kd[e, d, K_X] - x
-                    dy = kd[e, d, K_Y] - y
-                    fwd = ch * dx + sh * dy
-                    left = -sh * dx + ch * dy
-                    dist = math.hypot(dx, dy)
-                    obs[e, k + 0] = min(max((dx if world else fwd) / reach, -1.0), 1.0)
-                    obs[e, k + 1] = min(max((dy if world else left) / reach, -1.0), 1.0)
-                    obs[e, k + 2] = dist / diag
-                    in_beam = dist <= cfg[C_TAG_RANGE] and abs(math.atan2(left, fwd)) <= cfg[C_TAG_HALF]
-                    obs[e, k + 3] = 1.0 if in_beam else 0.0
-                else:
-                    for f in range(4):
-                        obs[e, k + f] = 0.0
-                k += 4
-
     if cfg[C_DEF_MOTION] > 0.0:
         # per defender slot while an attacker sees it: speed / max speed and tag reload (cooldown / cooldown
         # time, 0 = ready); zeros when unseen, as its motion is then unknown
@@ -176,42 +137,6 @@ def write_observation(
             obs[e, k + 1] = kd[e, d, K_TAG_CD] if seen else 0.0
             k += 2
 
-    if cfg[C_DEF_OBJECTIVE] > 0.0:
-        # per defender slot: its last known position from the objective's centre (east, north / arena size) and
-        # distance / (2 x tag range) capped at 1; zeros for a defender never seen: where a defender is from the
-        # zone the fleet must hold (a guard keeps within its guard radius of the centre)
-        reach = 2.0 * cfg[C_TAG_RANGE] if cfg[C_TAG_RANGE] > 0.0 else diag
-        for d in range(kd.shape[1]):
-            if kd[e, d, K_EVER] > 0.0:
-                dx = kd[e, d, K_X] - ox
-                dy = kd[e, d, K_Y] - oy
-                obs[e, k + 0] = dx / w
-                obs[e, k + 1] = dy / h
-                obs[e, k + 2] = min(math.hypot(dx, dy) / reach, 1.0)
-            else:
-                for f in range(3):
-                    obs[e, k + f] = 0.0
-            k += 3
-
     obs[e, k] = 1.0 - ev[e, E_STEP] / cfg[C_MAX_STEPS]
     obs[e, k + 1] = min(ev[e, E_CAPTURE] / cfg[C_CAPTURE_TIME], 1.0)
     k += 2
-
-    if cfg[C_CRITIC_STATE] > 0.0:
-        # the critic's block, after the public part: per defender its true state whether seen or not (integrity
-        # fraction, position from the objective / arena size, heading, speed / max, tag reload, mode one-hot),
-        # then the stall clock (time since the last progress / the stall limit)
-        for d in range(kd.shape[1]):
-            i = n_a + d
-            obs[e, k + 0] = u[e, i, U_INTEG] / up[i, P_INTEG0]
-            obs[e, k + 1] = (u[e, i, U_X] - ox) / w
-            obs[e, k + 2] = (u[e, i, U_Y] - oy) / h
-            obs[e, k + 3] = math.cos(u[e, i, U_HEAD])
-            obs[e, k + 4] = math.sin(u[e, i, U_HEAD])
-            obs[e, k + 5] = u[e, i, U_SPEED] / up[i, P_MAX_SPEED]
-            obs[e, k + 6] = u[e, i, U_TAG_CD] / cfg[C_TAG_CD] if cfg[C_TAG_CD] > 0.0 else 0.0
-            mode = int(dm[e, d, D_MODE])
-            for m in range(3):
-                obs[e, k + 7 + m] = 1.0 if mode == m else 0.0
-            k += 10
-        obs[e, k] = min((t - ev[e, E_MARK_T]) / cfg[C_STALL_S], 1.0) if cfg[C_STALL_S] > 0.0 else 0.0

@@ -92,7 +92,7 @@ def step_batch(
         outcome = ev[e, E_OUTCOME]
         terminated[e] = outcome == O_CAPTURED or outcome == O_ALL_DISABLED
         truncated[e] = outcome != O_NONE and not terminated[e]
-        write_observation(obs, u, up, ev, kd, dm, e, n_a, circles, rects, cfg, near_c, near_r)
+        write_observation(obs, u, up, ev, kd, e, n_a, circles, rects, cfg, near_c, near_r)
 
 
 @njit(cache=True)
@@ -125,4 +125,4 @@ def reset_batch(
         e = env_ids[idx]
         reset_env(u, up, ev, dm, wps, base_wps, n_wp, kd, ka, rt, rsum, e, n_a, circles, rects, cfg, rings, rng)
         update_detection(u, up, sp, ev, kd, ka, e, n_a, circles, rects, cfg, rng)
-        write_observation(obs, u, up, ev, kd, dm, e, n_a, circles, rects, cfg, near_c, near_r)
+        write_observation(obs, u, up, ev, kd, e, n_a, circles, rects, cfg, near_c, near_r)

@@ -10,26 +10,26 @@ import contextlib
 import importlib
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
+from mission_gym import ENV_ID
 from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError
-from mission_gym.training.hardware import THREAD_ENV_VARS, cap_worker_threads
+from mission_gym.hardware import THREAD_ENV_VARS, cap_worker_threads
 
 if TYPE_CHECKING:
     from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
-MISSION_ENV_ID = "MissionGym-v0"  # same as mission_gym.envs.ENV_ID, without importing the simulation
 VEC_ENV_KINDS = ("native", "subproc", "dummy")
 
 
 def _register_mission(env_id: str) -> None:
-    if env_id == MISSION_ENV_ID:
+    if env_id == ENV_ID:
         import mission_gym.envs  # noqa: F401  (registers MissionGym-v0)
 
 
@@ -43,9 +43,9 @@ def check_env_id(env_id: str) -> None:
         except ImportError as exc:
             raise ConfigError(f"--env {module}:{env_id}: cannot import module {module!r}: {exc}") from None
     if env_id not in gym.registry:
-        valid = [*gym.registry, MISSION_ENV_ID]
+        valid = [*gym.registry, ENV_ID]
         hint = suggest(env_id, valid)
-        raise ConfigError(f"--env {env_id!r} is not a registered Gymnasium id{hint}; e.g. {MISSION_ENV_ID}, Hopper-v5")
+        raise ConfigError(f"--env {env_id!r} is not a registered Gymnasium id{hint}; e.g. {ENV_ID}, Hopper-v5")
 
 
 def resolve_kind(kind: str, env_id: str, n_envs: int, cores: int) -> str:
@@ -54,13 +54,11 @@ def resolve_kind(kind: str, env_id: str, n_envs: int, cores: int) -> str:
     :raises ConfigError: for ``native`` with an env other than Mission Gym
     """
     if kind == "auto":
-        if env_id == MISSION_ENV_ID:
+        if env_id == ENV_ID:
             return "native"
         return "subproc" if n_envs > 1 and cores > 1 else "dummy"
-    if kind == "native" and env_id != MISSION_ENV_ID:
-        raise ConfigError(
-            f"--vec-env native is Mission Gym's own batched env (only for {MISSION_ENV_ID}); use subproc or dummy"
-        )
+    if kind == "native" and env_id != ENV_ID:
+        raise ConfigError(f"--vec-env native is Mission Gym's own batched env (only for {ENV_ID}); use subproc or dummy")
     if kind not in VEC_ENV_KINDS:
         raise ConfigError(
             f"--vec-env {kind!r} is not valid{suggest(kind, list(VEC_ENV_KINDS))}; valid: auto, native, subproc, dummy"
@@ -134,7 +132,6 @@ def make_vec_env(
     normalize_reward: bool = False,
     gamma: float = 0.99,
     normalize_stats: str | Path | None = None,
-    bootstrap_truncated: bool = True,
 ) -> VecEnv:
     """Build the training env.
 
@@ -147,8 +144,6 @@ def make_vec_env(
     :param normalize_reward: also normalise rewards
     :param gamma: discount for the reward normaliser
     :param normalize_stats: a saved ``VecNormalize`` pickle whose statistics to continue from
-    :param bootstrap_truncated: False makes every episode end terminal to the learner
-        (:class:`~mission_gym.training.episode_ends.TerminalEpisodeEnds`)
     :raises ConfigError: for an unknown env id or env arguments the env rejects
     """
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
@@ -164,7 +159,7 @@ def make_vec_env(
     else:
         probe_spaces(env_id, env_kwargs)
         if kind == "subproc":
-            fns = [EnvFactory(env_id, env_kwargs, in_worker=True) for _ in range(n_envs)]
+            fns: list[Callable[[], gym.Env]] = [EnvFactory(env_id, env_kwargs, in_worker=True) for _ in range(n_envs)]
             with worker_thread_env():
                 venv = SubprocVecEnv(fns, start_method="forkserver")
         elif kind == "dummy":
@@ -174,10 +169,6 @@ def make_vec_env(
         if seed is not None:
             venv.seed(seed)
     venv = VecMonitor(venv)
-    if not bootstrap_truncated:
-        from mission_gym.training.episode_ends import TerminalEpisodeEnds
-
-        venv = TerminalEpisodeEnds(venv)
     if normalize_stats is not None:
         venv = VecNormalize.load(str(normalize_stats), venv)
         venv.training = True

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from mission_gym.config.yaml_io import read_yaml
-from mission_gym.training.rundir import RunDir, resolve_run_dir, vecnormalize_path
+from mission_gym.ppo.rundir import RunDir, resolve_run_dir, vecnormalize_path
 
 MODEL_CHOICE = ("best_model.zip", "final_model.zip")  # a run's model, in order of preference
 
@@ -65,7 +65,7 @@ class Agent:
         return actions
 
 
-def _model_file(model_or_run: str | Path, runs_dir: str | Path) -> tuple[Path, Path | None]:
+def model_file(model_or_run: str | Path, runs_dir: str | Path = "runs") -> tuple[Path, Path | None]:
     """The model file and its run directory (None for a bare model outside a run)."""
     path = Path(model_or_run)
     if path.suffix == ".zip":
@@ -100,7 +100,7 @@ def load_agent(model_or_run: str | Path, runs_dir: str | Path = "runs", device: 
     """
     from stable_baselines3 import PPO
 
-    model_path, run_dir = _model_file(model_or_run, runs_dir)
+    model_path, run_dir = model_file(model_or_run, runs_dir)
     model = PPO.load(model_path, device=device)
     stats = vecnormalize_path(model_path)
     normalizer = None

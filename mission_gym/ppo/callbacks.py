@@ -1,5 +1,5 @@
-"""SB3 callbacks of the trainer: episode metrics, timing, step-based checkpoints and evaluations, load
-dashboards and stopping on a signal (load sampling is :mod:`mission_gym.training.monitor`'s callback).
+"""SB3 callbacks of the trainer: episode metrics, timing, step-based checkpoints and evaluations, entropy phases
+and stopping on a signal (load sampling is :mod:`mission_gym.ppo.monitor`'s callback).
 
 Checkpoints and evaluations happen at the start of a rollout (after the previous update), so a saved model
 has been trained on every step its file name counts, and their frequencies are in env steps, not calls.
@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
-from mission_gym.training.rundir import RunDir, atomic_save, vecnormalize_path
-from mission_gym.training.vec_env import MISSION_ENV_ID, find_vec_normalize
+from mission_gym import ENV_ID
+from mission_gym.ppo.rundir import RunDir, atomic_save, vecnormalize_path
+from mission_gym.ppo.vec_env import find_vec_normalize
 
 EVAL_COLUMNS = (
     "timesteps",
@@ -66,7 +67,6 @@ class Timings:
     train_s: float = 0.0
     eval_s: float = 0.0
     save_s: float = 0.0
-    iterations: int = 0
     last_rollout_end: float | None = None
     _side: float = 0.0  # evaluation/saving time inside the current rollout window
 
@@ -112,7 +112,6 @@ class TimingCallback(BaseCallback):
         now = time.perf_counter()
         rollout_s = now - self._start - self.timings._side
         self.timings.rollout_s += rollout_s
-        self.timings.iterations += 1
         self.timings.last_rollout_end = now
         self.logger.record("time/rollout_s", rollout_s)
         if self._last_train_s is not None:  # the update that ran before this rollout (SB3 logs train/* a row late too)
@@ -260,7 +259,7 @@ def eval_record(
 
     seeds = held_out_seeds(n_episodes, EVAL_SEED_BASE)
     t0 = time.perf_counter()
-    if env_id == MISSION_ENV_ID:
+    if env_id == ENV_ID:
         res = evaluate_mission(predict, n_episodes, seeds, env_kwargs=env_kwargs)
     else:
         res = evaluate_gym(predict, env_id, n_episodes, seeds, env_kwargs=env_kwargs)
@@ -279,42 +278,6 @@ def eval_record(
     )
 
 
-def make_evaluator(
-    env_id: str, env_kwargs: dict[str, Any], n_episodes: int, frames_dir: Path | None = None
-) -> Callable[[Any], EvalRecord]:
-    """A function that evaluates a model (deterministic actions) on the same fixed seeds every time.
-
-    Observations are normalised with the training env's current VecNormalize statistics.
-
-    :param frames_dir: for Mission Gym, a run directory whose dashboard gets a filmstrip of the first evaluation
-        episode each time (``frames/``)
-    """
-    from mission_gym.evaluation import EVAL_SEED_BASE
-
-    def evaluate(model: Any) -> EvalRecord:
-        vecnorm = find_vec_normalize(model.get_env())
-
-        def predict(obs: np.ndarray) -> np.ndarray:
-            if vecnorm is not None:
-                obs = vecnorm.normalize_obs(obs)
-            return model.predict(obs, deterministic=True)[0]
-
-        rec = eval_record(predict, env_id, env_kwargs, n_episodes, model.num_timesteps)
-        if env_id == MISSION_ENV_ID and frames_dir is not None:
-            from mission_gym.dashboard.video import record_eval_frames
-
-            record_eval_frames(
-                frames_dir,
-                lambda o: predict(o[None])[0],
-                int(model.num_timesteps),
-                env_kwargs=env_kwargs,
-                seed=EVAL_SEED_BASE,
-            )
-        return rec
-
-    return evaluate
-
-
 def read_eval_records(path: Path) -> list[dict[str, str]]:
     if not path.is_file():
         return []
@@ -328,16 +291,35 @@ class StepEvalCallback(BaseCallback):
 
     Not SB3's ``EvalCallback``: that one counts calls rather than steps, draws episode seeds from its env and has
     no win rate; the episode loop here is :mod:`mission_gym.evaluation`'s, the same as the ``evaluate`` command.
+    Its tags include SB3's (``eval/mean_reward``, ``eval/mean_ep_length``, ``eval/success_rate``), so tools that
+    read SB3 runs find them. Observations are normalised with the training env's current VecNormalize statistics.
 
     :param run: the run directory
-    :param evaluator: from :func:`make_evaluator`
+    :param env_id: the env evaluated (with ``env_kwargs``: the real game, whatever a curriculum trains on)
+    :param env_kwargs: its keyword arguments
+    :param n_episodes: games per evaluation
     :param eval_freq: env steps between evaluations (0: only the final one)
     :param timings: where the evaluation time is counted
+    :param callback_after_eval: called after each evaluation, as SB3's ``EvalCallback`` does (its ``parent`` is this
+        callback: :attr:`last` and :meth:`predict` are there)
     """
 
-    def __init__(self, run: RunDir, evaluator: Callable[[Any], EvalRecord], eval_freq: int, timings: Timings) -> None:
+    def __init__(
+        self,
+        run: RunDir,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        n_episodes: int,
+        eval_freq: int,
+        timings: Timings,
+        callback_after_eval: BaseCallback | None = None,
+    ) -> None:
         super().__init__()
-        self.run, self.evaluator, self.eval_freq, self.timings = run, evaluator, eval_freq, timings
+        self.run, self.env_id, self.env_kwargs, self.n_episodes = run, env_id, env_kwargs, n_episodes
+        self.eval_freq, self.timings = eval_freq, timings
+        self.callback_after_eval = callback_after_eval
+        if callback_after_eval is not None:
+            callback_after_eval.parent = self
         self.next_eval = math.inf
         self.best: tuple[float, float] | None = None
         self.last: EvalRecord | None = None
@@ -353,11 +335,19 @@ class StepEvalCallback(BaseCallback):
             except (KeyError, ValueError):
                 continue
             self.best = score if self.best is None else max(self.best, score)
+        if self.callback_after_eval is not None:
+            self.callback_after_eval.init_callback(self.model)
+
+    def predict(self, obs: np.ndarray) -> np.ndarray:
+        """The model's deterministic actions for a batch of raw observations."""
+        vecnorm = find_vec_normalize(self.model.get_env())
+        seen = vecnorm.normalize_obs(obs) if vecnorm is not None else obs
+        return self.model.predict(seen, deterministic=True)[0]
 
     def evaluate_now(self) -> EvalRecord:
         """Evaluate the current model, record it and update the best model."""
         t0 = time.perf_counter()
-        rec = self.evaluator(self.model)
+        rec = eval_record(self.predict, self.env_id, self.env_kwargs, self.n_episodes, self.model.num_timesteps)
         new_file = not self.csv_path.is_file()
         with open(self.csv_path, "a", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=EVAL_COLUMNS)
@@ -366,14 +356,18 @@ class StepEvalCallback(BaseCallback):
             writer.writerow(rec.row())
         if rec.win_rate is not None:
             self.logger.record("eval/win_rate", rec.win_rate)
+            self.logger.record("eval/success_rate", rec.win_rate)
             for outcome, count in rec.outcomes.items():
                 self.logger.record(f"eval/outcome_{outcome}", count / rec.n_episodes)
         self.logger.record("eval/mean_return", rec.mean_return)
+        self.logger.record("eval/mean_reward", rec.mean_return)
         self.logger.record("eval/mean_ep_length", rec.mean_ep_length)
         if self.best is None or rec.score() > self.best:
             self.best = rec.score()
             save_model(self.model, self.run / "best_model.zip")
         self.last = rec
+        if self.callback_after_eval is not None:
+            self.callback_after_eval.on_step()
         self.timings.side(time.perf_counter() - t0, "eval")
         return rec
 
@@ -384,33 +378,6 @@ class StepEvalCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         return True
-
-
-class DashboardCallback(BaseCallback):
-    """Refreshes the run's dashboard after updates, at most every ``interval_s`` seconds.
-
-    :param run: the run directory
-    """
-
-    def __init__(self, run: RunDir, interval_s: float = 30.0) -> None:
-        super().__init__()
-        self.run, self.interval = run, interval_s
-
-    def _on_rollout_start(self) -> None:
-        if self.model.num_timesteps > 0:
-            refresh_dashboard(self.run, self.interval)
-
-    def _on_step(self) -> bool:
-        return True
-
-
-def refresh_dashboard(run: RunDir, interval_s: float = 30.0, force: bool = False) -> None:
-    """Rewrite the run's dashboard (never raises; the dashboard package is optional here)."""
-    try:
-        from mission_gym.dashboard import refresh_dashboards
-    except Exception:
-        return
-    refresh_dashboards(run.path, min_interval_s=interval_s, force=force)
 
 
 class StopFlagCallback(BaseCallback):
@@ -450,7 +417,7 @@ class EntropyPhaseCallback(BaseCallback):
     """Set PPO's entropy coefficient for the phase the run is in (``phases:`` of the config) before each update,
     and log the value each update used as ``train/ent_coef`` (in the row of its ``train/learning_rate``).
 
-    :param schedule: ``ent_coef(progress_remaining)``, e.g. from :func:`~mission_gym.training.schedules.entropy_schedule`
+    :param schedule: ``ent_coef(progress_remaining)``, e.g. from :func:`~mission_gym.ppo.schedules.entropy_schedule`
     """
 
     def __init__(self, schedule: Callable[[float], float]) -> None:
@@ -459,12 +426,12 @@ class EntropyPhaseCallback(BaseCallback):
         self.updates = 0
 
     def _apply(self) -> None:
-        self.model.ent_coef = float(self.schedule(1.0 - run_progress(self.model)))
+        self.model.ent_coef = float(self.schedule(1.0 - run_progress(self.model)))  # type: ignore[attr-defined]
 
     def _record(self) -> None:
         # SB3 dumps a rollout's row before its update, so an update's train/* values land in the next row
         if self.updates:
-            self.logger.record("train/ent_coef", self.model.ent_coef)
+            self.logger.record("train/ent_coef", self.model.ent_coef)  # type: ignore[attr-defined]
 
     def _on_training_start(self) -> None:
         self._apply()

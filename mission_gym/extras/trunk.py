@@ -4,8 +4,8 @@ SB3's ``MlpPolicy`` builds two MLPs of ``network_arch``: one for the action logi
 MLP of ``network_arch`` (the trunk) is SB3's shared features extractor, and the action and value heads are linear
 layers on its output, so each forward and backward pass does about half the arithmetic, and the value loss shapes
 the features the policy uses. On Mission Gym's default scenario it trains about 1.25× the steps per second of two
-[128, 128] networks and its members take off sooner, but the agents it ends with win no more (docs/results.md,
-rows 103–105).
+[128, 128] networks and its members take off sooner, but the agents it ends with win no more (docs/experiments.md,
+rows 103–105), so no preset uses it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ class MlpTrunk(BaseFeaturesExtractor):
 
     def forward(self, observations: torch.Tensor) -> torch.Tensor:
         return self.net(observations)
+
+
+def trunk_policy(policy_kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The registered policy ``trunk`` (:mod:`mission_gym.ppo.parts`): SB3's ``MlpPolicy`` over a shared trunk."""
+    return "MlpPolicy", trunk_policy_kwargs(policy_kwargs)
 
 
 def trunk_policy_kwargs(policy_kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -1,17 +1,19 @@
 """Population runs (``population:`` in a preset): several members of one configuration, one seed each, train
-side by side as their own ``train_ppo`` processes, so every core of the machine works on one result.
+side by side as launcher jobs (each its own ``train_ppo`` process on its own cores, on the local pool or on Ray), so
+every core of the machine, or of a cluster, works on one result.
 
-At each cut (a fraction of the run) every member is scored by a fresh evaluation of ``episodes`` games on the
+At each cut (an env step of the run) every member is scored by a fresh evaluation of ``episodes`` games on the
 in-training evaluation seeds and only the best ``keep`` carry on; at the end the survivors' best and final models
 are scored the same way and the best of them is the run's ``best_model.zip``. PPO on Mission Gym settles on a
-plan early and a seed's evaluation at 30-40% of the run already ranks it among its siblings (docs/results.md),
+plan early and a seed's evaluation at 30-40% of the run already ranks it among its siblings (docs/experiments.md),
 so a cut there spends the cores on the members worth finishing.
 
 A member is an ordinary run under ``<run>/members/`` (``m0`` keeps the run's seed); the winner's files
 (checkpoints, curves, TensorBoard events, models) are copied into the run directory, so ``evaluate``,
 ``record_video`` and the dashboards treat a population run like any other. ``population.json`` records every
-score and which members were kept. Ctrl-C or SIGTERM reaches every member (each saves a checkpoint) and
-``--resume RUN`` carries on from the members' checkpoints and the cuts already made.
+score and which members were kept. The launcher's pool pins each member to its cores, admits it by memory,
+forwards Ctrl-C or SIGTERM to every member (each saves a checkpoint) and, on Linux, ends the members if this process
+dies; ``--resume RUN`` carries on from the members' checkpoints and the cuts already made.
 """
 
 from __future__ import annotations
@@ -19,35 +21,40 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
-from mission_gym.training import hardware
-from mission_gym.training.callbacks import EvalRecord, eval_record, refresh_dashboard
-from mission_gym.training.presets import Population, TrainConfig, apply_overrides
-from mission_gym.training.rundir import (
+from mission_gym.hardware import core_ids, resolve_device
+from mission_gym.launch.jobs import Job
+from mission_gym.launch.local import LocalLauncher
+from mission_gym.launch.report import JobRecord
+from mission_gym.ppo.callbacks import EvalRecord, eval_record
+from mission_gym.ppo.config import Population, TrainConfig, apply_variant
+from mission_gym.ppo.rundir import (
     RunDir,
     atomic_write_text,
     check_run_name,
     default_run_name,
+    hardware_info,
+    now,
     read_json,
-    read_last_progress,
     resolve_run_dir,
     vecnormalize_path,
     write_json,
+    write_new_run,
 )
-from mission_gym.training.trainer import EXIT_SIGNAL, Trainer, _hardware, _now, write_new_run
+from mission_gym.ppo.trainer import EXIT_SIGNAL, Trainer
 
 MEMBERS = "members"
 STATE = "population.json"
 STATUS_EVERY_S = 60.0
+BACKENDS = ("local", "ray")
 
 
 def member_seeds(seed: int, size: int) -> list[int]:
@@ -58,7 +65,7 @@ def member_seeds(seed: int, size: int) -> list[int]:
 
 def stages(config: TrainConfig) -> list[tuple[int, int]]:
     """``(step, members kept after it)`` for each cut, then ``(timesteps, 1)`` for the end of the run."""
-    cuts = [(max(1, round(c.at * config.timesteps)), c.keep) for c in config.population.cuts]
+    cuts = [(c.at, c.keep) for c in config.population.cuts]
     return [*cuts, (config.timesteps, 1)]
 
 
@@ -98,14 +105,27 @@ class PopulationRun:
 
     :param config: the run's configuration (``population.size`` > 1)
     :param run: its directory
+    :param backend: where the members run: ``local`` (the launcher's pool on this machine) or ``ray``
+    :param ray_address: with ``ray``, a cluster to join (None starts a local Ray)
+    :param console: where the launcher's events go
     """
 
-    def __init__(self, config: TrainConfig, run: RunDir) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        run: RunDir,
+        backend: str = "local",
+        ray_address: str | None = None,
+        console: Console | None = None,
+    ) -> None:
+        if backend not in BACKENDS:
+            raise ConfigError(f"--backend {backend!r} is not valid; valid: {', '.join(BACKENDS)}")
         self.config, self.run = config, run
+        self.backend, self.ray_address = backend, ray_address
+        self.console = console or Console(highlight=False)
         self.members_dir = run.path / MEMBERS
         self.state: dict[str, Any] = read_json(run / STATE)
-        self._received: list[int] = []
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.stop_signal: int | None = None
 
     # --- construction ---------------------------------------------------------------------------------------
     @classmethod
@@ -116,9 +136,11 @@ class PopulationRun:
         run_name: str | None = None,
         notes: str | None = None,
         command: str | None = None,
+        **options: Any,
     ) -> PopulationRun:
-        """Check the members' configuration (building one member's env and model), then make the run directory.
+        """Check every member's configuration (building one env and model per recipe), then make the run directory.
 
+        :param options: ``backend``, ``ray_address``, ``console`` (see the class)
         :raises ConfigError: for bad input; nothing is created then
         """
         name = check_run_name(run_name or default_run_name(config.env, config.preset))
@@ -128,25 +150,25 @@ class PopulationRun:
         checked = Trainer.check(member_config(config, config.seed))
         config = config.model_copy(update={"batch_size": checked.batch_size, "vec_env": checked.vec_env})
         seeds = member_seeds(config.seed, config.population.size)
-        variants = config.population.variants or [{}]
-        recipes = [_check_variant(config, v, i) if v else config for i, v in enumerate(variants)]
+        variants = config.population.variants
+        recipes = [_check_variant(config, v, i) for i, v in enumerate(variants)] if variants else [config]
         configs = [member_config(recipes[k % len(recipes)], s) for k, s in enumerate(seeds)]
 
         run.create()
-        device = hardware.resolve_device(config.device)
+        device = resolve_device(config.device)
         population = {"size": config.population.size, "seeds": seeds}
         write_new_run(
-            run, config, command, notes, lineage={}, metadata={"hardware": _hardware(device, 0), "population": population}
+            run, config, command, notes, lineage={}, metadata={"hardware": hardware_info(device, 0), "population": population}
         )
         (run.path / MEMBERS).mkdir()
         members = [{"name": f"m{k}", "seed": s} for k, s in enumerate(seeds)]
         for m, member in zip(members, configs):
             atomic_write_text(run.path / MEMBERS / f"{m['name']}.yaml", dump_yaml(member.model_dump()))
         write_json(run / STATE, {"members": members, "cuts": []})
-        return cls(config, run)
+        return cls(config, run, **options)
 
     @classmethod
-    def resume(cls, run: str | Path, runs_dir: str | Path = "runs") -> PopulationRun:
+    def resume(cls, run: str | Path, runs_dir: str | Path = "runs", **options: Any) -> PopulationRun:
         """Continue a population run: members carry on from their checkpoints, cuts already made stand.
 
         :raises ConfigError: when the directory is not a population run
@@ -158,28 +180,25 @@ class PopulationRun:
             raise ConfigError(f"run {str(run_dir.path)!r} is not a population run (no {STATE})")
         if len(state.get("cuts", [])) >= len(stages(config)) and (run_dir / "final_model.zip").is_file():
             raise ConfigError(f"population run {run_dir.name!r} already finished")
-        return cls(config, run_dir)
+        return cls(config, run_dir, **options)
 
     # --- training ---------------------------------------------------------------------------------------------
     def train(self) -> PopulationResult:
         """Train the members through every cut to the end; copy the winner into the run directory."""
         t0 = time.perf_counter()
-        previous = {s: signal.signal(s, self._on_signal) for s in EXIT_SIGNAL}
-        self.run.update_metadata(status="running", started=self.run_started())
-        try:
-            result = self._train()
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+        started = read_json(self.run / "metadata.json").get("started") or now()
+        self.run.update_metadata(status="running", started=started)
+        result = self._train()
         result.wall_s = time.perf_counter() - t0
+        sessions = read_json(self.run / "metadata.json").get("sessions", [])
+        session = {"started": started if not sessions else now(), "ended": now(), "status": result.status}
         self.run.update_metadata(
-            status=result.status, ended=_now(), result={"winner": result.winner, "message": result.message}
+            status=result.status,
+            ended=now(),
+            sessions=[*sessions, {**session, "wall_s": round(result.wall_s, 1)}],
+            result={"winner": result.winner, "message": result.message},
         )
-        refresh_dashboard(self.run, force=True)
         return result
-
-    def run_started(self) -> str:
-        return read_json(self.run / "metadata.json").get("started") or _now()
 
     def _train(self) -> PopulationResult:
         done_cuts = self.state.setdefault("cuts", [])
@@ -191,11 +210,11 @@ class PopulationRun:
             final = step >= self.config.timesteps
             what = "the end" if final else f"step {step:,} ({100 * step / self.config.timesteps:.0f}%)"
             print(f"population: {', '.join(active)} train to {what}", flush=True)
-            codes = self._bring_to(active, step) if not self._received else {}
-            if self._received:
-                signum = self._received[0]
+            codes = self._bring_to(active, step)
+            if self.stop_signal is not None:
+                code = EXIT_SIGNAL.get(signal.Signals(self.stop_signal), EXIT_SIGNAL[signal.SIGTERM])
                 msg = "every member saved a checkpoint; --resume continues the population"
-                return PopulationResult(self.run.path, "interrupted", EXIT_SIGNAL[signal.Signals(signum)], 0.0, message=msg)
+                return PopulationResult(self.run.path, "interrupted", code, 0.0, message=msg)
             failed = [m for m in active if codes.get(m, 1) != 0]
             for m in failed:
                 print(f"population: member {m} failed (exit {codes.get(m)}); see {self.members_dir / (m + '.log')}")
@@ -251,11 +270,22 @@ class PopulationRun:
             names.append(name)
         return names
 
-    def _threads(self, n_members: int) -> int:
-        return self.config.num_threads or max(1, hardware.available_cores() // max(1, n_members))
+    def member_job(self, name: str, step: int) -> Job:
+        """The launcher job that brings member ``name`` to ``step`` (a new run, or ``--resume``); it pauses there
+        unless ``step`` is the end."""
+        if (self.members_dir / name / "config.yaml").is_file():
+            args: tuple[str, ...] = ()
+            resume = True
+        else:
+            args, resume = ("--preset", str(self.members_dir / f"{name}.yaml")), False
+        if self.config.num_threads is not None:
+            args += ("--num-threads", str(self.config.num_threads))
+        if step < self.config.timesteps:
+            args += ("--stop-at", str(step))
+        return Job(name, args, resume=resume)
 
     def _bring_to(self, names: list[str], step: int) -> dict[str, int]:
-        """Run each member that has not reached ``step`` (a new run or ``--resume``) until it has; exit codes."""
+        """Run each member that has not reached ``step`` until it has, on the launcher's pool; exit codes."""
         codes: dict[str, int] = {}
         todo = []
         for name in names:
@@ -269,57 +299,58 @@ class PopulationRun:
                 codes[name] = 0
             else:
                 todo.append(name)
-        threads = self._threads(len(todo))
-        # at most as many members at once as the cores hold: more processes than cores only share them, and on
-        # small machines the caches they fight over cost throughput (docs/results.md, row 98)
-        slots = max(1, hardware.available_cores() // threads)
-        waiting = list(todo)
-        last_status = time.monotonic()
-        while (waiting and not self._received) or self._procs:
-            while waiting and len(self._procs) < slots and not self._received:
-                self._start(waiting.pop(0), step, threads)
-            time.sleep(0.5)
-            for name, proc in list(self._procs.items()):
-                if proc.poll() is not None:
-                    codes[name] = proc.returncode
-                    del self._procs[name]
-            if self._procs and time.monotonic() - last_status >= STATUS_EVERY_S:
-                last_status = time.monotonic()
-                print("  " + "  ".join(f"{n} {_steps(self.members_dir / n):,}" for n in todo), flush=True)
+        if not todo:
+            return codes
+        jobs = [self.member_job(name, step) for name in todo]
+        records = self._launch(jobs)
+        for r in records:
+            codes[r.name] = r.returncode if r.returncode is not None else 1
         return codes
 
-    def _start(self, name: str, step: int, threads: int) -> None:
-        """Start member ``name``'s ``train_ppo`` process (new, or ``--resume``), pausing at ``step`` before the end."""
-        cmd = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--runs-dir", str(self.members_dir), "--no-progress"]
-        if (self.members_dir / name / "config.yaml").is_file():
-            cmd += ["--resume", name]
-        else:
-            cmd += ["--preset", str(self.members_dir / f"{name}.yaml"), "--run-name", name]
-        cmd += ["--num-threads", str(threads)]
-        if step < self.config.timesteps:
-            cmd += ["--stop-at", str(step)]
-        log = open(self.members_dir / f"{name}.log", "ab")
-        log.write(("$ " + " ".join(cmd) + "\n").encode())
-        log.flush()
-        # its own session: a Ctrl-C at the terminal reaches the members once, through _on_signal
-        self._procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+    def _launch(self, jobs: list[Job]) -> list[JobRecord]:
+        """Run member jobs side by side: as many at once as the cores hold (``num_threads`` cores each, or an even
+        share), each pinned to its own; more processes than cores only share them, and on small machines the
+        caches they fight over cost throughput (docs/experiments.md, row 98)."""
+        cores = core_ids()
+        threads = self.config.num_threads or max(1, len(cores) // len(jobs))
+        slots = max(1, len(cores) // threads)
+        if self.backend == "ray":
+            from mission_gym.launch.ray_backend import RayUnavailable, run_ray
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        first = not self._received
-        self._received.append(signum)
-        if first:
-            print(f"\n{signal.Signals(signum).name}: telling every member to save a checkpoint and stop...", file=sys.stderr)
-        for proc in self._procs.values():
             try:
-                os.killpg(proc.pid, signum)
-            except ProcessLookupError:
-                pass
+                records, stop = run_ray(
+                    [Job(j.name, j.args, cpus=threads, resume=j.resume) for j in jobs],
+                    self.members_dir,
+                    self.members_dir,
+                    address=self.ray_address,
+                    max_parallel=None if self.ray_address else slots,
+                    console=self.console,
+                    live=False,
+                    summary=False,
+                )
+            except RayUnavailable as exc:
+                raise ConfigError(str(exc)) from None
+            self.stop_signal = stop
+            return records
+        launcher = LocalLauncher(
+            jobs,
+            self.members_dir,
+            self.members_dir,
+            max_parallel=slots,
+            cores=cores,
+            console=self.console,
+            live=False,
+            summary=False,
+            status_every_s=STATUS_EVERY_S,
+        )
+        records = launcher.run()
+        self.stop_signal = launcher.stop_signal
+        return records
 
     def _score(self, names: list[str], step: int, final: bool) -> list[dict[str, Any]]:
         """A fresh evaluation of each member's model at a cut (its newest checkpoint), or at the end (its best and
         final models)."""
-        from mission_gym.training.agent import load_agent
+        from mission_gym.ppo.agent import load_agent
 
         out = []
         for name in names:
@@ -368,32 +399,32 @@ class PopulationRun:
         )
 
 
+def is_population_run(run: str | Path, runs_dir: str | Path) -> bool:
+    """Whether ``--resume RUN`` names a population run (one with ``population.json``)."""
+    try:
+        return (resolve_run_dir(run, runs_dir) / STATE).is_file()
+    except ConfigError:
+        return False  # Trainer.resume names what is wrong
+
+
 def member_config(config: TrainConfig, seed: int) -> TrainConfig:
     """A member's configuration: the run's (or its variant's), with its own seed and no population of its own."""
     return config.model_copy(update={"seed": seed, "population": Population()})
 
 
-def _check_variant(config: TrainConfig, variant: dict[str, Any], index: int) -> TrainConfig:
+def _check_variant(config: TrainConfig, variant: Any, index: int) -> TrainConfig:
     """The run's configuration with ``population.variants[index]`` applied, finalised and checked like the first
     member's (its env and model built and closed).
 
     :raises ConfigError: naming the variant, for one that makes an invalid configuration
     """
     try:
-        recipe = apply_overrides(config, variant, source=f"population.variants[{index}]")
+        recipe = apply_variant(config, variant, index)
         checked = Trainer.check(member_config(recipe, config.seed))
     except ConfigError as exc:
         msg = str(exc)
         raise ConfigError(msg if msg.startswith("population.variants") else f"population.variants[{index}]: {msg}") from None
     return recipe.model_copy(update={"batch_size": checked.batch_size, "vec_env": checked.vec_env})
-
-
-def _steps(run_path: Path) -> int:
-    """A member's step count from its ``progress.csv`` (0 before the first row)."""
-    try:
-        return int(float(read_last_progress(run_path / "progress.csv").get("time/total_timesteps", 0)))
-    except ValueError:
-        return 0
 
 
 def _describe(rec: EvalRecord) -> str:

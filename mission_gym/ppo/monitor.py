@@ -125,17 +125,17 @@ class ResourceSampler:
         except psutil.Error:
             rss = 0.0
         util = mem = None
-        if self._handle is not None:
+        if self._handle is not None and self._nvml is not None:
             try:
                 util = float(self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
-                mem = self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used / 2**20
+                mem = float(self._nvml.nvmlDeviceGetMemoryInfo(self._handle).used) / 2**20
             except Exception:  # a transient NVML error loses one sample, never the run
                 util = mem = None
         with self._lock:
             self._n += 1
             self._cpu_sum += cpu
             self._rss_max = max(self._rss_max, rss)
-            if util is not None:
+            if util is not None and mem is not None:
                 self._gpu_n += 1
                 self._util_sum += util
                 self._util_max = max(self._util_max, util)
@@ -164,16 +164,6 @@ class ResourceSampler:
             out["window_s"] = self.clock() - self._since
             self._reset()
         return out
-
-    def collect(self) -> dict[str, float]:
-        """:meth:`drain` without the window length: the tags to log (the trainer's ``LoadSampler`` interface)."""
-        out = self.drain()
-        out.pop("window_s", None)
-        return out
-
-    def close(self) -> None:
-        """Same as :meth:`stop` (the trainer's ``LoadSampler`` interface)."""
-        self.stop()
 
     def _run(self) -> None:
         while not self._stop.is_set():

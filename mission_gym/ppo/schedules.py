@@ -1,6 +1,7 @@
 """Learning-rate and entropy schedules over a run's progress, with optional phases.
 
-A run's ``phases`` (see :class:`~mission_gym.training.presets.Phase`) split it at fractions of its timesteps;
+A run's ``phases`` (see :class:`~mission_gym.ppo.config.Phase`) split it at env steps (here as fractions of its
+timesteps, SB3's unit of progress);
 each phase starts from its own value (a warm restart) and follows its schedule kind within its span (the run's
 ``lr_schedule`` unless the phase sets its own): ``constant`` holds the value, ``linear`` decays it to 0 at the
 phase's end. Without phases this is SB3's ``LinearSchedule(value, 0, 1)`` or a constant. Schedules take SB3's
@@ -57,38 +58,38 @@ class PhasedSchedule:
         return self.values[i] * (1.0 - (progress - self.starts[i]) / (end - self.starts[i]))
 
 
-def phase_values(initial: Any, phases: Sequence[Any], field: str) -> tuple[tuple[float, ...], tuple[Any, ...]]:
-    """Phase starts and each phase's value of ``field`` (a phase that leaves it unset keeps the previous one).
+def phase_values(initial: Any, phases: Sequence[Any], field: str, timesteps: int) -> tuple[tuple[float, ...], tuple[Any, ...]]:
+    """Phase starts (fractions of the run) and each phase's value of ``field`` (a phase that leaves it unset keeps
+    the previous one).
 
     :param initial: the run's own value (the first phase's)
-    :param phases: objects with ``start`` and ``field`` attributes
+    :param phases: objects with ``start`` (an env step) and ``field`` attributes
     :param field: ``learning_rate``, ``lr_schedule`` or ``ent_coef``
+    :param timesteps: the run's length
     """
     starts, values = [0.0], [initial]
     for p in phases:
         value = getattr(p, field)
-        starts.append(float(p.start))
+        starts.append(p.start / timesteps)
         values.append(values[-1] if value is None else value)
     return tuple(starts), tuple(values)
 
 
-def learning_rate_schedule(value: float, kind: str, phases: Sequence[Any] = ()) -> Any:
-    """What PPO's ``learning_rate`` gets: a float, SB3's linear schedule, or a :class:`PhasedSchedule`."""
+def learning_rate_schedule(value: float, kind: str, phases: Sequence[Any] = (), timesteps: int = 1) -> Any:
+    """What PPO's ``learning_rate`` gets: a float, SB3's linear schedule, or a :class:`PhasedSchedule` (phases start
+    at env steps of a run of ``timesteps``)."""
     if phases:
-        starts, values = phase_values(value, phases, "learning_rate")
-        kinds = phase_values(kind, phases, "lr_schedule")[1]
+        starts, values = phase_values(value, phases, "learning_rate", timesteps)
+        kinds = phase_values(kind, phases, "lr_schedule", timesteps)[1]
         return PhasedSchedule(starts, values, kind=kinds)
     if kind == "linear":
-        try:
-            from stable_baselines3.common.utils import LinearSchedule  # SB3 >= 2.6
-        except ImportError:
-            from stable_baselines3.common.utils import get_linear_fn as LinearSchedule  # noqa: N812
+        from stable_baselines3.common.utils import LinearSchedule
 
         return LinearSchedule(value, 0.0, 1.0)
     return value
 
 
-def entropy_schedule(value: float, phases: Sequence[Any] = ()) -> PhasedSchedule | None:
+def entropy_schedule(value: float, phases: Sequence[Any] = (), timesteps: int = 1) -> PhasedSchedule | None:
     """The entropy coefficient per phase (constant within each), or None when no phase changes it."""
-    starts, values = phase_values(value, phases, "ent_coef")
+    starts, values = phase_values(value, phases, "ent_coef", timesteps)
     return PhasedSchedule(starts, values, kind="constant") if len(set(values)) > 1 else None

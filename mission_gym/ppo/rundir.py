@@ -18,13 +18,16 @@ import hashlib
 import io
 import json
 import os
+import platform
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from mission_gym.config.yaml_io import ConfigError
+from mission_gym.config.yaml_io import ConfigError, dump_yaml
 
 CHECKPOINTS = "checkpoints"
 CKPT_PATTERN = re.compile(r"^ckpt_(\d+)_steps\.zip$")
@@ -138,10 +141,6 @@ class RunDir:
     def checkpoints_dir(self) -> Path:
         return self.path / CHECKPOINTS
 
-    @property
-    def tb_dir(self) -> Path:
-        return self.path / "tb"
-
     def create(self) -> None:
         """Make the directory; it must not exist (a run is never overwritten)."""
         if self.path.exists():
@@ -215,3 +214,93 @@ def read_last_progress(path: Path, tail_bytes: int = 65536) -> dict[str, str]:
         if len(out) == len(names):
             break
     return out
+
+
+def write_new_run(
+    run: RunDir,
+    config: Any,
+    command: str | None,
+    notes: str | None,
+    lineage: dict[str, Any],
+    metadata: dict[str, Any],
+) -> None:
+    """A new run's ``config.yaml``, ``command.txt``, ``lineage.json`` and ``metadata.json``.
+
+    :param lineage: what this run's lineage adds to (or changes in) the common fields (a root run by default)
+    :param metadata: the same for its metadata (hardware, ...)
+    """
+    config_data = config.model_dump()
+    atomic_write_text(run / "config.yaml", dump_yaml(config_data))
+    atomic_write_text(run / "command.txt", (command or " ".join(sys.argv)) + "\n")
+    common = {"run": run.name, "parent": None, "root": run.name, "branch": None, "notes": notes}
+    write_json(run / "lineage.json", {**common, "config_hash": config_hash(config_data), **lineage, "created": now()})
+    write_json(
+        run / "metadata.json",
+        {
+            "run": run.name,
+            "env_id": config.env,
+            "preset": config.preset,
+            "status": "created",
+            "target_timesteps": config.timesteps,
+            "timesteps": 0,
+            "notes": notes,
+            "versions": versions(),
+            "git_commit": git_commit(),
+            **metadata,
+            "created": now(),
+        },
+    )
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python and the libraries a run depends on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for pkg in ("mission_gym", "stable_baselines3", "torch", "gymnasium", "numpy", "numba", "mujoco"):
+        try:
+            out[pkg] = version(pkg.replace("_", "-"))
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def git_commit() -> str | None:
+    """The package's git commit (``-dirty`` with uncommitted changes), None outside a checkout."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "-uno"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def hardware_info(device: str, threads: int) -> dict[str, Any]:
+    """The machine a session runs on, for ``metadata.json``."""
+    import psutil
+    import torch
+
+    from mission_gym.hardware import available_cores, total_ram_gb
+
+    info: dict[str, Any] = {
+        "host": platform.node(),
+        "cpu_count": psutil.cpu_count(),
+        "cores_available": available_cores(),
+        "ram_gb": round(total_ram_gb(), 1),
+        "device": device,
+        "torch_threads": threads,
+    }
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(torch.device(device))
+        info.update(gpu=props.name, gpu_mem_gb=round(props.total_memory / 2**30, 1))
+    return info
+
+
+def now() -> str:
+    """The local time, as ``metadata.json`` records it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

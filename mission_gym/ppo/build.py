@@ -1,0 +1,266 @@
+"""Building a run: the PPO arguments of a configuration, the training env (the one env factory), the model (new,
+resumed from a checkpoint, or branched from a parent's weights), and the machine set up for it.
+
+:func:`build_run` returns one typed object (:class:`RunSetup`); everything wrong with the input is raised as a
+:class:`~mission_gym.config.ConfigError` with the env closed, before anything is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mission_gym.config.loader import suggest
+from mission_gym.config.yaml_io import ConfigError
+from mission_gym.hardware import available_cores, enable_tf32, learner_threads, resolve_device
+from mission_gym.ppo import parts
+from mission_gym.ppo.batch import check_batch_size, choose_batch_size
+from mission_gym.ppo.config import ACTIVATIONS, TrainConfig, ppo_extra_args
+from mission_gym.ppo.entropy import lean_entropy
+from mission_gym.ppo.rundir import read_json, vecnormalize_path
+from mission_gym.ppo.schedules import learning_rate_schedule
+from mission_gym.ppo.vec_env import make_vec_env, probe_spaces, resolve_kind
+
+
+def finalize_config(config: TrainConfig) -> TrainConfig:
+    """Resolve ``batch_size: auto`` and check what needs more than one field.
+
+    :raises ConfigError: for a batch size that does not divide the rollout, or unknown PPO extras
+    """
+    if config.batch_size == "auto":
+        batch = choose_batch_size(config.rollout, config.target_batch, config.min_batch)
+    else:
+        batch = check_batch_size(int(config.batch_size), config.rollout, config.n_envs, config.n_steps)
+    valid = ppo_extra_args()
+    for key in config.hyperparams:
+        if key not in valid:
+            raise ConfigError(f"hyperparams: unknown PPO argument {key!r}{suggest(key, valid)}; valid: {', '.join(valid)}")
+    return config.model_copy(update={"batch_size": batch})
+
+
+def ppo_kwargs(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
+    """SB3 ``PPO``'s policy and keyword arguments for a finalised configuration."""
+    import torch
+
+    policy_kwargs = {
+        "net_arch": list(config.network_arch),
+        "activation_fn": getattr(torch.nn, ACTIVATIONS[config.activation]),
+        "ortho_init": config.ortho_init,
+    }
+    extra = dict(config.hyperparams)
+    policy_kwargs.update(extra.pop("policy_kwargs", None) or {})
+    policy, policy_kwargs = parts.policy(config.policy, policy_kwargs)
+    assert isinstance(config.batch_size, int)
+    return policy, dict(
+        learning_rate=learning_rate_schedule(config.learning_rate, config.lr_schedule, config.phases, config.timesteps),
+        n_steps=config.n_steps,
+        batch_size=config.batch_size,
+        n_epochs=config.n_epochs,
+        gamma=config.gamma,
+        gae_lambda=config.gae_lambda,
+        clip_range=learning_rate_schedule(config.clip_range, config.clip_schedule),
+        clip_range_vf=config.clip_range_vf,
+        ent_coef=config.ent_coef,
+        vf_coef=config.vf_coef,
+        max_grad_norm=config.max_grad_norm,
+        target_kl=config.target_kl,
+        policy_kwargs=policy_kwargs,
+        **extra,
+    )
+
+
+def setup_machine(config: TrainConfig, env_workers: int) -> tuple[str, int]:
+    """Resolve the device (TF32 on CUDA) and set the learner's torch threads; ``(device, threads)``.
+
+    :raises ConfigError: for a device this machine does not have
+    """
+    import torch
+
+    try:
+        device = resolve_device(config.device)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if device.startswith("cuda"):
+        enable_tf32()
+    threads = learner_threads(env_workers, config.num_threads)
+    torch.set_num_threads(threads)
+    # torch.distributions' argument checks are a debugging aid; in a rollout they cost ~10% of the time
+    torch.distributions.Distribution.set_default_validate_args(False)
+    return device, threads
+
+
+def make_training_env(config: TrainConfig, kind: str, seed: int, stats: Path | None = None) -> Any:
+    """The training env of a configuration (the one place it is built).
+
+    :param kind: the resolved vec-env kind
+    :param seed: env ``i`` is seeded with ``seed + i``
+    :param stats: VecNormalize statistics to continue from
+    """
+    return make_vec_env(
+        config.env,
+        config.n_envs,
+        kind,
+        seed=seed,
+        env_kwargs=config.env_kwargs,
+        normalize=config.normalize,
+        normalize_reward=config.normalize_reward,
+        gamma=config.gamma,
+        normalize_stats=stats,
+    )
+
+
+@dataclass
+class RunSetup:
+    """A run ready to train.
+
+    :param config: the finalised configuration, its vec-env kind resolved
+    :param venv: the training env
+    :param model: the PPO model, the env attached
+    :param device: the resolved torch device
+    :param threads: learner torch threads
+    :param callbacks: the callbacks of the run parts it uses (:mod:`mission_gym.ppo.parts`)
+    :param parent: what the lineage records of a branch's parent (None otherwise)
+    """
+
+    config: TrainConfig
+    venv: Any
+    model: Any
+    device: str
+    threads: int
+    callbacks: list[Any] = field(default_factory=list)
+    parent: dict[str, Any] | None = None
+
+    def close(self) -> None:
+        """Close the env (its workers, if any)."""
+        self.venv.close()
+
+
+def build_run(
+    config: TrainConfig,
+    *,
+    checkpoint: Path | None = None,
+    parent_checkpoint: str | Path | None = None,
+    runs_dir: str | Path = "runs",
+) -> RunSetup:
+    """Build the env and model of a finalised configuration: a new run, a run resumed from ``checkpoint`` (its step
+    count, statistics and schedules continue; this session's games are seeded ``seed + step``), or a branch whose
+    weights come from ``parent_checkpoint``.
+
+    :raises ConfigError: for anything wrong; the env is closed then
+    """
+    from stable_baselines3 import PPO
+
+    kind = resolve_kind(config.vec_env, config.env, config.n_envs, available_cores())
+    parent = parent_stats = parent_info = None
+    if parent_checkpoint is not None:
+        parent, parent_stats, parent_info = _load_parent(parent_checkpoint, runs_dir)
+        if parent_stats is not None and not config.normalize:
+            config = config.model_copy(update={"normalize": True})  # the weights expect normalised inputs
+    if kind != "native" and checkpoint is None:
+        obs_space, act_space = probe_spaces(config.env, config.env_kwargs)
+        if parent is not None:
+            compare_spaces(parent, obs_space, act_space)
+    device, threads = setup_machine(config, config.n_envs if kind == "subproc" else 0)
+    step = 0
+    if checkpoint is not None:
+        step = checkpoint_step(checkpoint)
+        stats = vecnormalize_path(checkpoint)
+        venv = make_training_env(config, kind, config.seed + step, stats if stats.is_file() else None)
+    else:
+        venv = make_training_env(config, kind, config.seed, parent_stats)
+    try:
+        callbacks = parts.session_callbacks(config, venv, step)
+        if checkpoint is not None:
+            model = PPO.load(checkpoint, env=venv, device=device)
+            # PPO.load reseeds every generator and the envs with the first session's seed (SB3's _setup_model), so
+            # a resumed session would replay its games: seed this session's own (a population's clones, whose
+            # seed differs, then see other games than the member they copy)
+            model.set_random_seed(config.seed + step)
+        else:
+            if parent is not None:
+                compare_spaces(parent, venv.observation_space, venv.action_space)
+            policy, kwargs = ppo_kwargs(config)
+            model = PPO(policy, venv, device=device, seed=config.seed, verbose=0, **kwargs)
+        lean_entropy(model)
+        if parent is not None:
+            _copy_weights(parent, model)
+    except BaseException:
+        venv.close()
+        raise
+    config = config.model_copy(update={"vec_env": kind})
+    return RunSetup(config, venv, model, device, threads, callbacks, parent_info)
+
+
+def checkpoint_step(path: Path) -> int:
+    """The env step a checkpoint file was saved at (from its name, ``ckpt_<steps>_steps.zip``)."""
+    from mission_gym.ppo.rundir import CKPT_PATTERN
+
+    match = CKPT_PATTERN.match(path.name)
+    if match is None:
+        raise ConfigError(f"{path} is not a checkpoint file (ckpt_<steps>_steps.zip)")
+    return int(match.group(1))
+
+
+def space_signature(space: Any) -> str:
+    """A readable description of a space, stored in ``lineage.json`` and used in mismatch messages."""
+    return repr(space)
+
+
+def compare_spaces(parent: Any, obs_space: Any, act_space: Any) -> None:
+    """Refuse a parent model whose observation or action space differs from the new env's."""
+    problems = []
+    if parent.observation_space != obs_space:
+        problems.append(f"observation space {space_signature(parent.observation_space)} vs {space_signature(obs_space)}")
+    if parent.action_space != act_space:
+        problems.append(f"action space {space_signature(parent.action_space)} vs {space_signature(act_space)}")
+    if problems:
+        raise ConfigError("--parent-checkpoint does not fit this env: parent's " + "; parent's ".join(problems))
+
+
+def _load_parent(checkpoint: str | Path, runs_dir: str | Path) -> tuple[Any, Path | None, dict[str, Any]]:
+    """The parent model of a branch, its statistics file and what lineage records about it."""
+    from stable_baselines3 import PPO
+
+    from mission_gym.ppo.agent import model_file
+
+    try:
+        path, parent_run = model_file(checkpoint, runs_dir)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"--parent-checkpoint: {exc}") from None
+    try:
+        parent = PPO.load(path, device="cpu")
+    except Exception as exc:
+        raise ConfigError(f"--parent-checkpoint {str(path)!r} is not a loadable PPO model: {exc}") from None
+    stats = vecnormalize_path(path)
+    root = None
+    if parent_run is not None:
+        root = read_json(parent_run / "lineage.json").get("root") or parent_run.name
+    info = {
+        "run": parent_run.name if parent_run is not None else None,
+        "path": str(parent_run) if parent_run is not None else None,
+        "checkpoint": str(path),
+        "timesteps": int(parent.num_timesteps),
+        "root": root or (parent_run.name if parent_run is not None else str(path)),
+    }
+    return parent, (stats if stats.is_file() else None), info
+
+
+def _copy_weights(parent: Any, model: Any) -> None:
+    """Copy the parent's policy weights (and optimiser moments) into the new model; refuse other networks."""
+    src, dst = parent.policy.state_dict(), model.policy.state_dict()
+    diff = [k for k in sorted(set(src) | set(dst)) if k not in src or k not in dst or src[k].shape != dst[k].shape]
+    if diff:
+        parent_arch = parent.policy_kwargs.get("net_arch")
+        raise ConfigError(
+            f"--parent-checkpoint has another network (parent net_arch {parent_arch}, this run "
+            f"{model.policy_kwargs.get('net_arch')}; first differing tensor {diff[0]!r}); keep --network-arch the same"
+        )
+    model.policy.load_state_dict(src)
+    try:
+        model.policy.optimizer.load_state_dict(parent.policy.optimizer.state_dict())
+    except (ValueError, KeyError):
+        pass  # another optimiser class: start its moments afresh
+    # the new run's learning rate, whatever the parent's optimiser said; SB3 sets it again each update
+    for group in model.policy.optimizer.param_groups:
+        group["lr"] = model.lr_schedule(1.0)

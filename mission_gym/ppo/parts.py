@@ -1,0 +1,76 @@
+"""Optional parts of a run, registered by name, the way sb3-contrib sits beside SB3.
+
+The PPO run knows the parts only by name and entry point (``"module:attribute"``, imported when a run uses the
+part), so the core never imports them and a package of your own can add some with :func:`register_policy` and
+:func:`register_run_part`.
+
+- A **policy** (``policy:`` in a preset) is a function ``(policy_kwargs) -> (policy, policy_kwargs)`` giving SB3's
+  ``PPO`` its policy class (or name) and arguments. ``mlp`` is SB3's ``MlpPolicy``.
+- A **run part** hooks into every training session: a function ``(config, venv, step) -> BaseCallback | None``
+  called once the training env is built (``step``: where the session starts). It checks its own settings (raising
+  :class:`~mission_gym.config.ConfigError`), prepares the env, and returns the callback that drives it, or None when
+  the configuration does not use it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import VecEnv
+
+PolicyBuilder = Callable[[dict[str, Any]], tuple[Any, dict[str, Any]]]
+#: (config: a :class:`~mission_gym.ppo.config.TrainConfig`, training env, step) -> callback or None
+RunPart = Callable[[Any, "VecEnv", int], "BaseCallback | None"]
+
+#: policy name -> entry point of its builder ("" for SB3's MlpPolicy)
+POLICIES: dict[str, str] = {
+    "mlp": "",
+    "trunk": "mission_gym.extras.trunk:trunk_policy",
+}
+#: run part name -> entry point
+RUN_PARTS: dict[str, str] = {
+    "curriculum": "mission_gym.extras.curriculum:curriculum_part",
+}
+
+
+def register_policy(name: str, entry_point: str) -> None:
+    """Make ``policy: name`` available to presets (``entry_point``: ``"module:function"``, see the module doc)."""
+    POLICIES[name] = entry_point
+
+
+def register_run_part(name: str, entry_point: str) -> None:
+    """Call ``entry_point`` (``"module:function"``) in every training session (see the module doc)."""
+    RUN_PARTS[name] = entry_point
+
+
+def load(entry_point: str) -> Any:
+    """The object an entry point ``"module:attribute"`` names."""
+    module, _, attr = entry_point.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def policy(name: str, policy_kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The policy (class or SB3 name) and its keyword arguments for a registered policy name."""
+    entry = POLICIES[name]
+    if not entry:
+        return "MlpPolicy", policy_kwargs
+    builder: PolicyBuilder = load(entry)
+    return builder(policy_kwargs)
+
+
+def session_callbacks(config: Any, venv: VecEnv, step: int) -> list[BaseCallback]:
+    """The callbacks of every run part the configuration uses, its env prepared for a session starting at ``step``.
+
+    :raises ConfigError: from a part whose settings do not fit the env
+    """
+    out = []
+    for entry in RUN_PARTS.values():
+        part: RunPart = load(entry)
+        callback = part(config, venv, step)
+        if callback is not None:
+            out.append(callback)
+    return out

@@ -1,0 +1,118 @@
+"""Preset files: YAML files of :class:`~mission_gym.ppo.config.TrainConfig` fields.
+
+The shipped presets live in ``mission_gym/presets/`` (``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, ``mujoco``);
+a user file works the same way. ``auto`` is a *selector* (``selector: true``): it names the presets it picks from by
+hardware, and :mod:`mission_gym.launch.auto` makes the choice; here a selector is read, never run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mission_gym.config.loader import suggest
+from mission_gym.config.yaml_io import ConfigError, read_yaml, validate
+from mission_gym.ppo.config import TrainConfig
+
+AUTO_PRESET = "auto"
+
+
+def presets_dir() -> Path:
+    """The directory of the presets shipped with the package."""
+    return Path(__file__).resolve().parent.parent / "presets"
+
+
+def preset_names(directory: str | Path | None = None) -> list[str]:
+    """Names of the presets in ``directory`` (default: the shipped ones), selectors such as ``auto`` included."""
+    folder = Path(directory) if directory is not None else presets_dir()
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+class AutoPreset(BaseModel):
+    """A selector preset such as ``auto.yaml``: the preset it runs without CUDA, and the candidates it weighs with
+    the memory estimator when there is a GPU (see :func:`mission_gym.launch.auto.choose_auto_preset`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    selector: Literal[True] = True
+    cpu: str = "cpu"
+    gpu: list[str] = Field(min_length=1)
+
+
+def preset_path(name_or_path: str | Path, directory: str | Path | None = None) -> Path:
+    """The file of a preset name (in ``directory``, default the shipped ones) or a user path; unknown names
+    suggest the closest one."""
+    text = str(name_or_path)
+    folder = Path(directory) if directory is not None else presets_dir()
+    names = preset_names(folder)
+    if text not in names and (text.endswith((".yaml", ".yml")) or "/" in text or Path(text).is_file()):
+        path = Path(text)
+        if not path.is_file():
+            raise ConfigError(f"preset file {text!r} does not exist")
+        return path
+    if text not in names:
+        raise ConfigError(f"unknown preset {text!r}{suggest(text, names)}; valid: {', '.join(names)} or a YAML file path")
+    return folder / f"{text}.yaml"
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    data = read_yaml(path)
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of preset keys, got {type(data).__name__}")
+    return dict(data)
+
+
+def is_selector(name_or_path: str | Path, directory: str | Path | None = None) -> bool:
+    """Whether a preset picks another preset by hardware (``selector: true``, like ``auto``) instead of describing a run."""
+    return _read_mapping(preset_path(name_or_path, directory)).get("selector") is True
+
+
+def read_selector(name_or_path: str | Path, directory: str | Path | None = None) -> tuple[AutoPreset, Path] | None:
+    """The rules of a selector preset and its file, or None when the preset describes a run."""
+    path = preset_path(name_or_path, directory)
+    data = _read_mapping(path)
+    if data.get("selector") is not True:
+        return None
+    return validate(AutoPreset, data, str(path)), path
+
+
+def read_preset_data(name_or_path: str | Path, directory: str | Path | None = None) -> tuple[dict[str, Any], str]:
+    """The raw mapping of a run preset (with its ``preset`` name) and the file it came from.
+
+    :param name_or_path: a preset name or a YAML file path
+    :param directory: where named presets live; None for the shipped ones
+    :raises ConfigError: for a selector (resolve it with :func:`mission_gym.launch.auto.load_preset`)
+    """
+    path = preset_path(name_or_path, directory)
+    data = _read_mapping(path)
+    if data.get("selector") is True:
+        raise ConfigError(f"preset {path.stem!r} picks another preset by hardware; it is resolved by mission_gym.launch.auto")
+    name = path.stem if path.parent == (Path(directory) if directory is not None else presets_dir()) else str(path)
+    return {"preset": name, **data}, str(path)
+
+
+def load_preset(name_or_path: str | Path, directory: str | Path | None = None) -> TrainConfig:
+    """Read and validate a run preset.
+
+    :param name_or_path: a shipped preset name (``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, ``mujoco``) or a
+        YAML file path
+    :param directory: where named presets live; None for the shipped ones
+    :raises ConfigError: naming the file and the key at fault
+    """
+    data, source = read_preset_data(name_or_path, directory)
+    return validate(TrainConfig, data, source)
+
+
+def load_presets(directory: str | Path | None = None) -> dict[str, TrainConfig]:
+    """Every run preset by name (selectors left out), from ``directory`` or the shipped presets.
+
+    :raises FileNotFoundError: when the directory has none
+    """
+    names = [n for n in preset_names(directory) if not is_selector(n, directory)]
+    if not names:
+        raise FileNotFoundError(f"no presets (*.yaml) in {Path(directory) if directory is not None else presets_dir()}")
+    return {name: load_preset(name, directory) for name in names}

@@ -1,0 +1,151 @@
+"""A run's configuration as the memory estimator's shape, and what fits a machine.
+
+:func:`shape_from_config` turns a :class:`~mission_gym.ppo.config.TrainConfig` into a
+:class:`~mission_gym.ppo.memory.RunShape` (reading the spaces of envs other than Mission Gym by making one);
+:func:`largest_fitting_preset` and :func:`oom_message` weigh the presets against a card.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from mission_gym import ENV_ID
+from mission_gym.ppo.batch import choose_batch_size
+from mission_gym.ppo.config import TrainConfig
+from mission_gym.ppo.memory import MemoryEstimate, RunShape, estimate_memory, fits
+
+
+def spaces_fields(observation_space: Any, action_space: Any) -> dict[str, Any]:
+    """``RunShape`` fields that describe a Gymnasium observation and action space.
+
+    :param observation_space: a ``Box`` (other spaces are counted by their flattened size)
+    :param action_space: ``MultiDiscrete``, ``Discrete``, ``Box`` or ``MultiBinary``
+    """
+    from gymnasium import spaces
+
+    obs_dim = int(spaces.flatdim(observation_space))
+    dtype = getattr(observation_space, "dtype", None)
+    obs_itemsize = int(dtype.itemsize) if dtype is not None else 4
+    if isinstance(action_space, spaces.MultiDiscrete):
+        kind, sizes = "multidiscrete", tuple(int(n) for n in action_space.nvec.ravel())
+    elif isinstance(action_space, spaces.Discrete):
+        kind, sizes = "discrete", (int(action_space.n),)
+    elif isinstance(action_space, spaces.Box):
+        kind, sizes = "box", (int(math.prod(action_space.shape)),)
+    elif isinstance(action_space, spaces.MultiBinary):
+        kind, sizes = "multibinary", (int(math.prod(action_space.shape)),)
+    else:
+        raise ValueError(f"action space {action_space} is not supported by PPO's buffers")
+    return {"obs_dim": obs_dim, "obs_itemsize": obs_itemsize, "action_kind": kind, "action_sizes": sizes}
+
+
+@functools.lru_cache(maxsize=32)
+def _env_spaces(env_id: str, kwargs_items: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+    from mission_gym.ppo.vec_env import probe_spaces
+
+    obs_space, act_space = probe_spaces(env_id, dict(kwargs_items))
+    return tuple(spaces_fields(obs_space, act_space).items())
+
+
+def env_spaces(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``RunShape`` space fields of a Gymnasium id (one env made in this process, then cached).
+
+    :param env_id: a registered id (``module:Id`` imports the module first)
+    :param env_kwargs: arguments for ``gym.make``
+    :raises ConfigError: for an unknown id or arguments the env rejects
+    """
+    items = tuple(sorted((k, v) for k, v in (env_kwargs or {}).items()))
+    try:
+        return dict(_env_spaces(env_id, items))
+    except TypeError:  # unhashable kwargs: make it uncached
+        return dict(_env_spaces.__wrapped__(env_id, items))
+
+
+def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: int | None = None) -> RunShape:
+    """The memory estimator's shape of a training configuration.
+
+    :param config: the configuration (``batch_size: auto`` and ``vec_env: auto`` are resolved as the trainer would)
+    :param device: overrides the configuration's device; ``auto`` left unresolved counts as ``cpu`` (so does ``mps``)
+    :param cores: CPU cores, for resolving ``vec_env: auto`` (detected when None)
+    """
+    from mission_gym.ppo.vec_env import resolve_kind
+
+    batch = config.batch_size
+    if batch == "auto":
+        batch = choose_batch_size(config.rollout, config.target_batch, config.min_batch)
+    vec_env: str = config.vec_env
+    if vec_env == "auto":
+        if cores is None:
+            from mission_gym.hardware import available_cores
+
+            cores = available_cores()
+        vec_env = resolve_kind(vec_env, config.env, config.n_envs, cores)
+    dev = device or config.device
+    spaces = env_spaces(config.env, config.env_kwargs) if config.env != ENV_ID or config.env_kwargs else {}
+    return RunShape(
+        n_envs=config.n_envs,
+        n_steps=config.n_steps,
+        batch_size=int(batch),
+        net_arch=tuple(config.network_arch),
+        trunk=config.policy == "trunk",
+        activation=config.activation,
+        vec_env=vec_env,
+        device="cpu" if dev in ("auto", "mps") else dev,  # MPS: unified memory, counted as host RAM
+        normalize=config.normalize,
+        n_epochs=config.n_epochs,
+        **spaces,
+    )
+
+
+def largest_fitting_preset(
+    gpu_mem_gb: float | None, ram_gb: float, presets: Mapping[str, TrainConfig], device: str = "cuda"
+) -> tuple[str | None, list[tuple[str, MemoryEstimate, bool]]]:
+    """The preset with the largest estimate that fits, and every preset's estimate with its verdict (largest first).
+
+    :param gpu_mem_gb: GPU memory budget in GiB (None: judge host RAM only)
+    :param ram_gb: host RAM budget in GiB
+    :param presets: name → preset
+    :param device: the device the presets would run on
+    """
+    rows = []
+    for name, config in presets.items():
+        est = estimate_memory(shape_from_config(config, device=device))
+        rows.append((name, est, fits(est, gpu_mem_gb, ram_gb)))
+    rows.sort(key=lambda r: (r[1].gpu_bytes, r[1].host_bytes), reverse=True)
+    best = next((name for name, _, ok in rows if ok), None)
+    return best, rows
+
+
+def oom_message(
+    shape: RunShape, gpu_mem_gb: float | None, ram_gb: float, presets: Mapping[str, TrainConfig] | None = None
+) -> str:
+    """The text shown when training runs out of CUDA memory: the estimator's breakdown of the failing run and the
+    largest preset that fits the card.
+
+    :param shape: the run that failed
+    :param gpu_mem_gb: total memory of the card in GiB (None if it cannot be read)
+    :param ram_gb: host RAM in GiB
+    :param presets: name → preset; None reads the shipped presets (a failure to read them is reported, not raised)
+    """
+    from mission_gym.ppo.presets import load_presets
+
+    est = estimate_memory(shape)
+    card = f"{gpu_mem_gb:.1f} GiB" if gpu_mem_gb else "unknown size"
+    lines = [f"CUDA out of memory (card: {card}). The estimator's view of this run:", est.breakdown()]
+    try:
+        best, _ = largest_fitting_preset(gpu_mem_gb, ram_gb, load_presets() if presets is None else presets)
+    except (OSError, ValueError) as exc:
+        best = None
+        lines.append(f"(presets could not be read: {exc})")
+    if best:
+        lines.append(f"Largest preset that fits this card: --preset {best}.")
+    elif gpu_mem_gb:
+        lines.append("No preset fits this card; try --device cpu.")
+    lines.append(
+        "Other ways out: a smaller --batch-size (activations scale with it), a narrower --network-arch, "
+        "or stop other processes on the GPU (nvidia-smi)."
+    )
+    return "\n".join(lines)

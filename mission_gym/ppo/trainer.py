@@ -1,0 +1,475 @@
+"""The PPO trainer: one training session of a run (new, resumed or branched), its files finished whatever happens.
+
+Everything that can be wrong with the input (preset, flags, env id, env arguments, batch size, device, a parent
+checkpoint with other spaces) is checked by :func:`~mission_gym.ppo.build.build_run` before the run directory is
+made, so bad input never leaves a half-made run behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
+from mission_gym.ppo.build import RunSetup, build_run, finalize_config, space_signature
+from mission_gym.ppo.callbacks import (
+    EVAL_COLUMNS,
+    EntropyPhaseCallback,
+    EpisodeMetricsCallback,
+    EvalRecord,
+    RolloutThreadsCallback,
+    StepCheckpointCallback,
+    StepEvalCallback,
+    StopAtStepCallback,
+    StopFlagCallback,
+    TimingCallback,
+    Timings,
+    read_eval_records,
+    save_checkpoint,
+    save_model,
+)
+from mission_gym.ppo.config import TrainConfig
+from mission_gym.ppo.rundir import (
+    RunDir,
+    atomic_write_text,
+    check_run_name,
+    default_run_name,
+    hardware_info,
+    now,
+    read_json,
+    resolve_run_dir,
+    write_new_run,
+)
+from mission_gym.ppo.schedules import entropy_schedule
+
+EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+# Flags a resumed run may change: they touch neither the learning maths nor the env.
+RESUME_OVERRIDES = ("timesteps", "device", "num_threads", "vec_env")
+
+
+@dataclass
+class TrainResult:
+    """What a training session did.
+
+    :param status: ``finished``, ``interrupted`` or ``crashed``
+    :param exit_code: 0, 130 (SIGINT), 143 (SIGTERM) or 1
+    """
+
+    run_dir: Path
+    status: str
+    exit_code: int
+    timesteps: int
+    target_timesteps: int
+    session_steps: int
+    wall_s: float
+    learn_s: float
+    rollout_s: float
+    train_s: float
+    eval_s: float
+    save_s: float
+    final_eval: EvalRecord | None = None
+    checkpoint: Path | None = None
+    message: str = ""
+
+    @property
+    def fps(self) -> float:
+        """Env steps per second of training wall time (evaluation and saving included)."""
+        return self.session_steps / self.learn_s if self.learn_s > 0 else 0.0
+
+    @property
+    def shares(self) -> dict[str, float]:
+        """Fractions of the training wall time: rollout (env + inference), update (PPO), other (eval, saving, logging)."""
+        if self.learn_s <= 0:
+            return {"rollout": 0.0, "update": 0.0, "other": 0.0}
+        rollout, update = self.rollout_s / self.learn_s, self.train_s / self.learn_s
+        return {"rollout": rollout, "update": update, "other": max(0.0, 1.0 - rollout - update)}
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "final_eval"}
+        out.update(fps=self.fps, shares=self.shares, run_dir=str(self.run_dir), checkpoint=str(self.checkpoint or ""))
+        out["final_eval"] = None if self.final_eval is None else self.final_eval.row() | {"outcomes": self.final_eval.outcomes}
+        return out
+
+    def summary(self) -> str:
+        s = self.shares
+        lines = [
+            f"{self.status}: {self.timesteps:,} / {self.target_timesteps:,} steps in {self.run_dir}",
+            f"  wall {self.wall_s:.1f} s (training {self.learn_s:.1f} s)   {self.fps:,.0f} steps/s",
+            f"  time: update {100 * s['update']:.0f}%  rollout {100 * s['rollout']:.0f}%  "
+            f"eval/save/other {100 * s['other']:.0f}%",
+        ]
+        ev = self.final_eval
+        if ev is not None:
+            win = (
+                ""
+                if ev.win_rate is None
+                else f"win rate {100 * ev.win_rate:.0f}% ({ev.win_ci_low:.2f}-{ev.win_ci_high:.2f})  "
+            )
+            lines.append(
+                f"  final eval ({ev.n_episodes} episodes): {win}return {ev.mean_return:.2f} ± {ev.std_return:.2f}  "
+                f"length {ev.mean_ep_length:.0f}"
+            )
+        if self.checkpoint is not None:
+            lines.append(f"  checkpoint {self.checkpoint}")
+        if self.message:
+            lines.append(f"  {self.message}")
+        return "\n".join(lines)
+
+
+class Trainer:
+    """One training session of a run. Build it with :meth:`create` (a new or branched run) or :meth:`resume`;
+    then :meth:`train`.
+
+    :param setup: the run's env, model and machine (:func:`~mission_gym.ppo.build.build_run`)
+    :param run: its directory (already created and populated)
+    :param resume_step: the step a resumed session starts from (None for a new run)
+    :param progress: show a progress bar (only on a terminal)
+    """
+
+    def __init__(self, setup: RunSetup, run: RunDir, resume_step: int | None = None, progress: bool = True) -> None:
+        self.setup, self.run = setup, run
+        self.resume_step = resume_step
+        self.progress = progress
+
+    @property
+    def config(self) -> TrainConfig:
+        return self.setup.config
+
+    @property
+    def model(self) -> Any:
+        return self.setup.model
+
+    @property
+    def device(self) -> str:
+        return self.setup.device
+
+    @property
+    def threads(self) -> int:
+        return self.setup.threads
+
+    # --- construction ---------------------------------------------------------------------------------------
+    @classmethod
+    def check(cls, config: TrainConfig) -> TrainConfig:
+        """Everything :meth:`create` checks for a new run of ``config``, making nothing: the env and model are
+        built and closed (a population checks each member's configuration this way before it starts them).
+
+        :returns: the finalised configuration
+        :raises ConfigError: for bad input
+        """
+        setup = build_run(finalize_config(config))
+        setup.close()
+        return setup.config
+
+    @classmethod
+    def create(
+        cls,
+        config: TrainConfig,
+        runs_dir: str | Path = "runs",
+        run_name: str | None = None,
+        parent_checkpoint: str | Path | None = None,
+        branch_name: str | None = None,
+        notes: str | None = None,
+        command: str | None = None,
+        progress: bool = True,
+    ) -> Trainer:
+        """Validate everything, build env and model, then make the run directory.
+
+        :param config: the configuration (preset plus flags)
+        :param runs_dir: parent of the run directory
+        :param run_name: the run's directory name (default ``<env>_<preset>_<time>``, or the branch name)
+        :param parent_checkpoint: start from this model's weights (a branch); its VecNormalize statistics too
+        :param branch_name: the branch's name (required with ``parent_checkpoint``)
+        :param notes: free text kept in ``lineage.json``
+        :param command: the command line, for ``command.txt``
+        :raises ConfigError: for any bad input; nothing is created then
+        """
+        config = finalize_config(config)
+        if (parent_checkpoint is None) != (branch_name is None):
+            raise ConfigError("--parent-checkpoint and --branch-name go together (a branch needs both)")
+        name = check_run_name(run_name or branch_name or default_run_name(config.env, config.preset))
+        run = RunDir(Path(runs_dir) / name)
+        if run.path.exists():
+            raise ConfigError(f"run directory {str(run.path)!r} already exists; pick another --run-name or --resume it")
+        setup = build_run(config, parent_checkpoint=parent_checkpoint, runs_dir=runs_dir)
+        parent = setup.parent
+        run.create()
+        write_new_run(
+            run,
+            setup.config,
+            command,
+            notes,
+            lineage={
+                "parent": parent,
+                "root": parent["root"] if parent else name,
+                "branch": branch_name,
+                "observation_space": space_signature(setup.venv.observation_space),
+                "action_space": space_signature(setup.venv.action_space),
+            },
+            metadata={"hardware": hardware_info(setup.device, setup.threads), "vec_env": setup.config.vec_env, "sessions": []},
+        )
+        return cls(setup, run, progress=progress)
+
+    @classmethod
+    def resume(
+        cls,
+        run: str | Path,
+        runs_dir: str | Path = "runs",
+        overrides: dict[str, Any] | None = None,
+        command: str | None = None,
+        progress: bool = True,
+    ) -> Trainer:
+        """Continue a run from its newest checkpoint: step count, schedules, statistics and logs continue.
+
+        :param run: the run's name (under ``runs_dir``) or directory
+        :param overrides: changes allowed on resume (:data:`RESUME_OVERRIDES`: timesteps, device, num_threads,
+            vec_env)
+        :raises ConfigError: when the run, its configuration or a checkpoint is missing, or for other overrides
+        """
+        overrides = dict(overrides or {})
+        bad = [k for k in overrides if k not in RESUME_OVERRIDES]
+        if bad:
+            flags = ", ".join("--" + k.replace("_", "-") for k in bad)
+            raise ConfigError(
+                f"--resume continues a run with its saved configuration; {flags} cannot change it "
+                "(branch instead: --parent-checkpoint CKPT --branch-name NAME)"
+            )
+        run_dir = RunDir(resolve_run_dir(run, runs_dir))
+        saved = validate(TrainConfig, read_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
+        config = finalize_config(validate(TrainConfig, {**saved.model_dump(), **overrides}, "command line"))
+        latest = run_dir.latest_checkpoint()
+        if latest is None:
+            raise ConfigError(f"run {str(run_dir.path)!r} has no checkpoint to resume from (checkpoints/ is empty)")
+        step, ckpt = latest
+        if step >= config.timesteps:
+            raise ConfigError(
+                f"run {run_dir.name!r} already reached {step:,} of its {config.timesteps:,} steps; "
+                "give a larger --timesteps to train on"
+            )
+        setup = build_run(config, checkpoint=ckpt)
+        if setup.config != saved:
+            atomic_write_text(run_dir / "config.yaml", dump_yaml(setup.config.model_dump()))
+        if command:
+            with open(run_dir / "command.txt", "a") as f:
+                f.write(command + "\n")
+        _drop_rows_after(run_dir / "evaluations.csv", step)
+        run_dir.update_metadata(target_timesteps=config.timesteps, hardware=hardware_info(setup.device, setup.threads))
+        return cls(setup, run_dir, resume_step=step, progress=progress)
+
+    # --- training ---------------------------------------------------------------------------------------------
+    def train(self, stop_at: int | None = None, callbacks: Sequence[Any] = (), callback_after_eval: Any = None) -> TrainResult:
+        """Train to the target step count; on SIGINT/SIGTERM or a crash, save a checkpoint and finish the files.
+
+        :param stop_at: pause once this many env steps are trained (status ``paused``, exit code 0, a checkpoint
+            saved, no final model); ``--resume`` continues the run with its schedules where they were
+        :param callbacks: more SB3 callbacks for this session (e.g. a dashboard's)
+        :param callback_after_eval: called after each evaluation (see :class:`~mission_gym.ppo.callbacks.StepEvalCallback`)
+        """
+        from mission_gym.ppo.logger import make_logger
+        from mission_gym.ppo.monitor import ResourceMonitorCallback
+
+        t_start = time.perf_counter()
+        config, model, run = self.config, self.model, self.run
+        model.set_logger(make_logger(run.path, config.tensorboard, self.resume_step))
+        timings = Timings()
+        evaluate = StepEvalCallback(
+            run, config.env, config.env_kwargs, config.eval_episodes, config.eval_freq, timings, callback_after_eval
+        )
+        monitor = ResourceMonitorCallback(device=self.device)
+        pause = StopAtStepCallback(stop_at) if stop_at is not None else None
+        start_steps = model.num_timesteps
+        session = {"started": now(), "start_timesteps": start_steps, "device": self.device, "threads": self.threads}
+        started = now() if self.resume_step is None else read_json(run / "metadata.json").get("started", now())
+        run.update_metadata(status="running", started=started)
+        t_learn = time.perf_counter()
+        with _stop_on_signals() as received:
+            session_callbacks = self._callbacks(timings, evaluate, monitor, pause, received, callbacks)
+            status, exit_code, message = self._learn(session_callbacks, received, pause)
+        learn_s = time.perf_counter() - t_learn
+        checkpoint, final_eval = self._finish(status, start_steps, evaluate, timings, monitor)
+        result = TrainResult(
+            run_dir=run.path,
+            status=status,
+            exit_code=exit_code,
+            timesteps=int(model.num_timesteps),
+            target_timesteps=config.timesteps,
+            session_steps=int(model.num_timesteps - start_steps),
+            wall_s=time.perf_counter() - t_start,
+            learn_s=learn_s,
+            rollout_s=timings.rollout_s,
+            train_s=timings.train_s,
+            eval_s=timings.eval_s,
+            save_s=timings.save_s,
+            final_eval=final_eval,
+            checkpoint=checkpoint,
+            message=message if status != "paused" else f"paused at --stop-at {stop_at:,}; --resume {run.path} continues it",
+        )
+        self._record_session(result, session)
+        return result
+
+    def _callbacks(
+        self,
+        timings: Timings,
+        evaluate: StepEvalCallback,
+        monitor: Any,
+        pause: StopAtStepCallback | None,
+        received: list[int],
+        extra: Sequence[Any],
+    ) -> list[Any]:
+        """The session's callbacks, in order: timing first (so evaluations and checkpoints are counted apart)."""
+        from stable_baselines3.common.callbacks import ProgressBarCallback
+
+        config = self.config
+        out = [
+            TimingCallback(timings),
+            RolloutThreadsCallback(self.threads),
+            StopFlagCallback(lambda: bool(received)),
+            EpisodeMetricsCallback(),
+            StepCheckpointCallback(self.run, config.save_freq, config.keep_checkpoints, timings),
+            evaluate,
+            monitor,
+            *extra,
+        ]
+        ent_schedule = entropy_schedule(config.ent_coef, config.phases, config.timesteps)
+        if ent_schedule is not None:
+            out.append(EntropyPhaseCallback(ent_schedule))
+        out += self.setup.callbacks
+        if pause is not None:
+            out.append(pause)
+        if self.progress and sys.stderr.isatty():
+            out.append(ProgressBarCallback())
+        return out
+
+    def _learn(self, callbacks: list[Any], received: list[int], pause: StopAtStepCallback | None) -> tuple[str, int, str]:
+        """Run SB3's ``learn`` to the target; ``(status, exit code, message)``."""
+        from stable_baselines3.common.callbacks import CallbackList
+
+        model = self.model
+        try:
+            model.learn(
+                total_timesteps=self.config.timesteps - model.num_timesteps,
+                callback=CallbackList(callbacks),
+                reset_num_timesteps=self.resume_step is None,
+                progress_bar=False,
+            )
+        except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
+            return "crashed", 1, f"an env worker process died ({type(exc).__name__}); its traceback is above"
+        except KeyboardInterrupt:
+            return "interrupted", EXIT_SIGNAL[signal.SIGINT], ""
+        except Exception as exc:
+            traceback.print_exc()
+            return "crashed", 1, _crash_message(exc, model, self.config, self.device)
+        if received:
+            return "interrupted", EXIT_SIGNAL[signal.Signals(received[0])], ""
+        if pause is not None and pause.reached:
+            return "paused", 0, ""
+        return "finished", 0, ""
+
+    def _finish(
+        self, status: str, start_steps: int, evaluate: StepEvalCallback, timings: Timings, monitor: Any
+    ) -> tuple[Path | None, EvalRecord | None]:
+        """Save the session's checkpoint (and, when finished, the final model and its evaluation), close the logs
+        and the env; ``(checkpoint, final evaluation)``."""
+        import torch
+
+        model, run, config = self.model, self.run, self.config
+        last_train_s = timings.close_update(time.perf_counter())
+        if last_train_s:
+            model.logger.record("time/train_s", last_train_s)
+        checkpoint = None
+        final_eval = evaluate.last if evaluate.last is not None and evaluate.last.timesteps == model.num_timesteps else None
+        try:
+            if model.num_timesteps > start_steps or self.resume_step is None:
+                t0 = time.perf_counter()
+                checkpoint = save_checkpoint(model, run, config.keep_checkpoints)
+                timings.save_s += time.perf_counter() - t0
+            if status == "finished":
+                save_model(model, run / "final_model.zip")
+                if final_eval is None:
+                    t0 = time.perf_counter()
+                    torch.set_num_threads(1)
+                    final_eval = evaluate.evaluate_now()
+                    torch.set_num_threads(self.threads)
+                    timings.eval_s += time.perf_counter() - t0
+            model.logger.record("time/total_timesteps", model.num_timesteps)  # a last row: the final update and eval
+            model.logger.dump(model.num_timesteps)
+        finally:
+            model.logger.close()
+            monitor.close()
+            with contextlib.suppress(Exception):  # a dead worker's pipe; the run's files are what matter now
+                model.get_env().close()
+        return checkpoint, final_eval
+
+    def _record_session(self, result: TrainResult, session: dict[str, Any]) -> None:
+        meta = read_json(self.run / "metadata.json")
+        session.update(ended=now(), status=result.status, end_timesteps=result.timesteps, fps=round(result.fps, 1))
+        self.run.update_metadata(
+            status=result.status,
+            ended=now(),
+            timesteps=result.timesteps,
+            sessions=[*meta.get("sessions", []), session],
+            result={k: v for k, v in result.to_dict().items() if k not in ("run_dir",)},
+        )
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM ask training to stop after the current step (the signals received are yielded); a second
+    one stops it at once."""
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if received:  # a second Ctrl-C: stop at once
+            signal.signal(signum, signal.SIG_DFL)
+            raise KeyboardInterrupt
+        received.append(signum)
+        print(f"\n{signal.Signals(signum).name}: stopping after this step, saving a checkpoint...", file=sys.stderr)
+
+    previous = {s: signal.signal(s, on_signal) for s in EXIT_SIGNAL}
+    try:
+        yield received
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _drop_rows_after(path: Path, step: int) -> None:
+    """Rows a killed process wrote after the checkpoint a run resumes from are dropped, so its curves continue."""
+    if not path.is_file():
+        return
+    rows = [r for r in read_eval_records(path) if _int(r.get("timesteps")) <= step]
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=EVAL_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _crash_message(exc: BaseException, model: Any, config: TrainConfig, device: str) -> str:
+    """The explanation of a crash; for CUDA OOM, the memory estimator's view of the run and the largest preset
+    that fits the card."""
+    import torch
+
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        try:
+            from mission_gym.hardware import gpu_memory_gb, total_ram_gb
+            from mission_gym.ppo.sizing import oom_message, shape_from_config
+
+            shape = shape_from_config(config, device="cuda")
+            return oom_message(shape, gpu_memory_gb(device), total_ram_gb())
+        except Exception:
+            return "CUDA out of memory: try a smaller preset, a smaller --batch-size, or --device cpu"
+    return f"training stopped by {type(exc).__name__}: {exc}"
