@@ -254,3 +254,17 @@ def test_population_interrupt_then_resume(tmp_path):
         sessions = json.loads((m / "metadata.json").read_text())["sessions"]
         assert len(sessions) >= 2 and sessions[1]["start_timesteps"] == sessions[0]["end_timesteps"]
     assert (run / "final_model.zip").is_file()
+
+
+def test_population_runs_on_ray_with_the_same_plan(tmp_path):
+    pytest.importorskip("ray")
+    pop = "population={size: 2, cuts: [{at: 512, keep: 1}], episodes: 2}"
+    args = ["--preset", "quick", "--timesteps", "1024", "--run-name", "r", "--hyperparams", pop, "--backend", "ray"]
+    proc = run_cli([*args, "--no-progress"], tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("Started a local Ray instance") + proc.stderr.count("Started a local Ray instance") == 1
+    run = tmp_path / "runs" / "r"
+    cut, end = json.loads((run / "population.json").read_text())["cuts"]
+    assert cut["step"] == 512 and len(cut["kept"]) == 1 and end["best"]["member"] == cut["kept"][0]
+    assert (run / "best_model.zip").is_file() and json.loads((run / "metadata.json").read_text())["status"] == "finished"
+    assert "submitted m0" in proc.stdout and "on Ray" in proc.stdout

@@ -147,6 +147,13 @@ class PopulationRun:
         run = RunDir(Path(runs_dir) / name)
         if run.path.exists():
             raise ConfigError(f"run directory {str(run.path)!r} already exists; pick another --run-name or --resume it")
+        if options.get("backend") == "ray":
+            from mission_gym.launch.ray_backend import RayUnavailable, import_ray
+
+            try:
+                import_ray()
+            except RayUnavailable as exc:
+                raise ConfigError(str(exc)) from None
         checked = Trainer.check(member_config(config, config.seed))
         config = config.model_copy(update={"batch_size": checked.batch_size, "vec_env": checked.vec_env})
         seeds = member_seeds(config.seed, config.population.size)
@@ -188,7 +195,16 @@ class PopulationRun:
         t0 = time.perf_counter()
         started = read_json(self.run / "metadata.json").get("started") or now()
         self.run.update_metadata(status="running", started=started)
-        result = self._train()
+        if self.backend == "ray":
+            from mission_gym.launch.ray_backend import RayUnavailable, session
+
+            try:
+                with session(self.ray_address):  # one Ray instance for every stage
+                    result = self._train()
+            except RayUnavailable as exc:
+                result = PopulationResult(self.run.path, "crashed", 2, 0.0, message=str(exc))
+        else:
+            result = self._train()
         result.wall_s = time.perf_counter() - t0
         sessions = read_json(self.run / "metadata.json").get("sessions", [])
         session = {"started": started if not sessions else now(), "ended": now(), "status": result.status}

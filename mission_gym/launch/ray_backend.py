@@ -10,12 +10,13 @@ checkpoint), waits, then kills its process group.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,41 @@ def import_ray() -> Any:
             "(or pip install 'ray[default]'), or use --backend local"
         ) from exc
     return ray
+
+
+def connect(address: str | None = None) -> bool:
+    """Start a local Ray instance (``address`` None) or join a cluster, unless this process already has; whether
+    it was done here (then the caller shuts it down).
+
+    :raises RayUnavailable: when Ray is not installed or cannot start or connect
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(
+                num_cpus=len(core_ids()),
+                include_dashboard=False,
+                log_to_driver=False,
+                object_store_memory=LOCAL_OBJECT_STORE_MB * MB,
+            )
+    except Exception as exc:
+        raise RayUnavailable(f"could not {'connect to Ray at ' + address if address else 'start Ray'}: {exc}") from exc
+    return True
+
+
+@contextlib.contextmanager
+def session(address: str | None = None) -> Iterator[None]:
+    """Ray connected for the duration (one instance for several :func:`run_ray` calls, e.g. a population's stages)."""
+    started = connect(address)
+    try:
+        yield
+    finally:
+        if started:
+            import_ray().shutdown()
 
 
 def run_job_task(
@@ -115,20 +151,7 @@ def run_ray(
     console = console or Console()
     launch_dir.mkdir(parents=True, exist_ok=True)
     records = [JobRecord(j, runs_dir / j.name, launch_dir / f"{j.name}.log") for j in jobs]
-    started_here = not ray.is_initialized()
-    if started_here:
-        try:
-            if address:
-                ray.init(address=address, log_to_driver=False)
-            else:
-                ray.init(
-                    num_cpus=len(core_ids()),
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    object_store_memory=LOCAL_OBJECT_STORE_MB * MB,
-                )
-        except Exception as exc:
-            raise RayUnavailable(f"could not {'connect to Ray at ' + address if address else 'start Ray'}: {exc}") from exc
+    started_here = connect(address)
     state: dict[str, Any] = {"signal": None, "count": 0}
 
     def on_signal(signum: int) -> None:

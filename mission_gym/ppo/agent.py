@@ -12,6 +12,14 @@ from mission_gym.config.yaml_io import read_yaml
 from mission_gym.ppo.rundir import RunDir, resolve_run_dir, vecnormalize_path
 
 MODEL_CHOICE = ("best_model.zip", "final_model.zip")  # a run's model, in order of preference
+# What a model loaded to act (not to train on) need not unpickle: its training schedules, which may be objects of
+# another version of this package (a run saved before a module moved still loads).
+NOT_FOR_ACTING: dict[str, Any] = {
+    "learning_rate": 0.0,
+    "lr_schedule": lambda _: 0.0,
+    "clip_range": lambda _: 0.0,
+    "clip_range_vf": None,
+}
 
 
 class Agent:
@@ -101,7 +109,7 @@ def load_agent(model_or_run: str | Path, runs_dir: str | Path = "runs", device: 
     from stable_baselines3 import PPO
 
     model_path, run_dir = model_file(model_or_run, runs_dir)
-    model = PPO.load(model_path, device=device)
+    model = PPO.load(model_path, device=device, custom_objects=NOT_FOR_ACTING)
     stats = vecnormalize_path(model_path)
     normalizer = None
     if stats.is_file():

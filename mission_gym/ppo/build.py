@@ -222,14 +222,14 @@ def _load_parent(checkpoint: str | Path, runs_dir: str | Path) -> tuple[Any, Pat
     """The parent model of a branch, its statistics file and what lineage records about it."""
     from stable_baselines3 import PPO
 
-    from mission_gym.ppo.agent import model_file
+    from mission_gym.ppo.agent import NOT_FOR_ACTING, model_file
 
     try:
         path, parent_run = model_file(checkpoint, runs_dir)
     except FileNotFoundError as exc:
         raise ConfigError(f"--parent-checkpoint: {exc}") from None
     try:
-        parent = PPO.load(path, device="cpu")
+        parent = PPO.load(path, device="cpu", custom_objects=NOT_FOR_ACTING)  # the branch's schedules are its own
     except Exception as exc:
         raise ConfigError(f"--parent-checkpoint {str(path)!r} is not a loadable PPO model: {exc}") from None
     stats = vecnormalize_path(path)

@@ -4,7 +4,7 @@ SB3's PPO takes the entropy of the action distribution on every minibatch and ad
 loss, with its autograd graph, even when ``ent_coef`` is 0, where that term adds exact zeros to every gradient. For
 categorical actions the entropy needs the softmax of each head's logits, and PyTorch's CPU softmax over a short last
 dimension (Mission Gym's 11 actions) is slow: forward and backward took about a sixth of a ``cpu`` preset update
-(docs/results.md, row 124). :func:`lean_entropy` gives a model's policy a categorical distribution whose entropy,
+(docs/experiments.md, row 124). :func:`lean_entropy` gives a model's policy a categorical distribution whose entropy,
 while the model's ``ent_coef`` is 0, is computed without a graph from the normalised log-probabilities (``-Σ p log p``
 with ``p = exp(log p)``) and only feeds the ``train/entropy_loss`` log. The update's arithmetic is otherwise the same,
 so a run trains to the same bits as with SB3's distribution; with a nonzero ``ent_coef`` SB3's entropy is used.
