@@ -192,14 +192,15 @@ class PopulationRun:
     # --- training ---------------------------------------------------------------------------------------------
     def train(self) -> PopulationResult:
         """Train the members through every cut to the end; copy the winner into the run directory."""
-        t0 = time.perf_counter()
-        started = read_json(self.run / "metadata.json").get("started") or now()
+        t0, session_started = time.perf_counter(), now()
+        started = read_json(self.run / "metadata.json").get("started") or session_started
         self.run.update_metadata(status="running", started=started)
         if self.backend == "ray":
-            from mission_gym.launch.ray_backend import RayUnavailable, session
+            from mission_gym.launch import ray_backend
+            from mission_gym.launch.ray_backend import RayUnavailable
 
             try:
-                with session(self.ray_address):  # one Ray instance for every stage
+                with ray_backend.session(self.ray_address):  # one Ray instance for every stage
                     result = self._train()
             except RayUnavailable as exc:
                 result = PopulationResult(self.run.path, "crashed", 2, 0.0, message=str(exc))
@@ -207,11 +208,11 @@ class PopulationRun:
             result = self._train()
         result.wall_s = time.perf_counter() - t0
         sessions = read_json(self.run / "metadata.json").get("sessions", [])
-        session = {"started": started if not sessions else now(), "ended": now(), "status": result.status}
+        this = {"started": session_started, "ended": now(), "status": result.status, "wall_s": round(result.wall_s, 1)}
         self.run.update_metadata(
             status=result.status,
             ended=now(),
-            sessions=[*sessions, {**session, "wall_s": round(result.wall_s, 1)}],
+            sessions=[*sessions, this],
             result={"winner": result.winner, "message": result.message},
         )
         return result
