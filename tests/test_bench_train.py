@@ -17,13 +17,15 @@ def run_bench(*args: str) -> subprocess.CompletedProcess:
 
 def test_train_sweep_writes_table_csv_and_plot(tmp_path: Path) -> None:
     out = run_bench("--preset", "quick", "--n-envs", "2", "--vec-env", "native", "--rollouts", "1", "--seconds", "0.1",
-                    "--device", "cpu", "--csv", str(tmp_path / "t.csv"), "--plot", str(tmp_path / "t.png"))  # fmt: skip
+                    "--device", "cpu", "--algo", "lean", "sb3", "--csv", str(tmp_path / "t.csv"),
+                    "--plot", str(tmp_path / "t.png"))  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert "PPO training sweep on cpu" in out.stdout
+    assert "PPO training on cpu" in out.stdout
     rows = list(csv.DictReader((tmp_path / "t.csv").open()))
-    assert len(rows) == 1
+    assert [r["algo"] for r in rows] == ["lean", "sb3"] and all(r["threads"] == "1" for r in rows)
     row = rows[0]
     assert (row["preset"], row["vec_env"], row["n_envs"], row["timesteps"]) == ("quick", "native", "2", "128")
+    assert "with the trainer's LeanPPO vs" in out.stdout  # the side-by-side speed-up line
     assert float(row["fps"]) > 0 and 0 < float(row["rollout_share"]) < 1
     assert float(row["peak_rss_mb"]) > 100 and float(row["est_host_mb"]) > 100
     assert (tmp_path / "t.png").stat().st_size > 1000

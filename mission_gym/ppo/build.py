@@ -142,14 +142,19 @@ def build_run(
     checkpoint: Path | None = None,
     parent_checkpoint: str | Path | None = None,
     runs_dir: str | Path = "runs",
+    algorithm: Any = None,
 ) -> RunSetup:
     """Build the env and model of a finalised configuration: a new run, a run resumed from ``checkpoint`` (its step
     count, statistics and schedules continue; this session's games are seeded ``seed + step``), or a branch whose
     weights come from ``parent_checkpoint``.
 
+    :param algorithm: the PPO class (default :class:`~mission_gym.ppo.lean.LeanPPO`, SB3's PPO with less overhead,
+        which saves and loads as SB3's; the benchmark passes SB3's own to compare)
     :raises ConfigError: for anything wrong; the env is closed then
     """
-    from stable_baselines3 import PPO
+    from mission_gym.ppo.lean import LeanPPO
+
+    PPO = algorithm or LeanPPO
 
     kind = resolve_kind(config.vec_env, config.env, config.n_envs, available_cores())
     parent = parent_stats = parent_info = None

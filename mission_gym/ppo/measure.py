@@ -1,7 +1,7 @@
-"""The measuring harness: train a few rollouts of a run's shape in this process and measure its peaks (host RSS,
-env workers, CUDA allocator and NVML), for comparison with :func:`~mission_gym.ppo.memory.estimate_memory`
-(``memory_helper --measure``, ``bench --mode train``). Rollout and update times come from the trainer's own
-:class:`~mission_gym.ppo.callbacks.TimingCallback`.
+"""The measuring harness: train a few rollouts of a configuration in this process, built exactly as the trainer
+builds it, and measure its speed and peaks (host RSS, env workers, CUDA allocator and NVML), for comparison with
+:func:`~mission_gym.ppo.memory.estimate_memory` (``memory_helper --measure``, ``bench --mode train``). Rollout and
+update times come from the trainer's own :class:`~mission_gym.ppo.callbacks.TimingCallback`.
 """
 
 from __future__ import annotations
@@ -14,12 +14,9 @@ from typing import Any
 
 import psutil
 
-from mission_gym import ENV_ID
 from mission_gym.hardware import MB, load_nvml, nvml_handle
-from mission_gym.ppo import parts
 from mission_gym.ppo.callbacks import TimingCallback, Timings
-from mission_gym.ppo.config import ACTIVATIONS
-from mission_gym.ppo.memory import RunShape
+from mission_gym.ppo.config import TrainConfig
 
 
 @dataclass
@@ -50,52 +47,44 @@ class Measurement:
     update_s: float = 0.0
 
 
-def measure_training(shape: RunShape, rollouts: int = 2, seed: int = 0) -> Measurement:
-    """Train PPO on Mission Gym for ``rollouts`` rollouts of ``shape`` in this process and measure its peaks.
+ALGORITHMS = ("lean", "sb3")
 
-    Builds the trainer's vec env (:func:`~mission_gym.ppo.vec_env.make_vec_env`) and SB3's PPO with the
-    shape's sizes (the same buffers, policy and optimizer the trainer uses), so the figures compare like with like
-    against :func:`estimate_memory`. Call it in a fresh process: the peak RSS
-    covers the process's whole life.
 
-    :param shape: the run's shape (Mission Gym's spaces)
-    :param rollouts: rollouts to collect and train on
-    :param seed: seed of the env and the policy
+def measure_training(
+    config: TrainConfig, rollouts: int = 2, warmup: int = 1, algorithm: str = "lean", threads: int | None = None
+) -> Measurement:
+    """Train ``config`` for ``warmup + rollouts`` rollouts in this process as the trainer builds it and measure its
+    peaks and its speed after the warm-up (numba and torch load their kernels in the first rollout).
+
+    Call it in a fresh process: the peak RSS covers the process's whole life.
+
+    :param config: the run's configuration (finalised here)
+    :param rollouts: rollouts timed
+    :param warmup: rollouts trained first, not timed
+    :param algorithm: ``lean`` (the trainer's :class:`~mission_gym.ppo.lean.LeanPPO`) or ``sb3`` (SB3's own ``PPO``
+        with the same configuration, for a side-by-side comparison)
+    :param threads: learner torch threads (None: the configuration's, else the trainer's choice)
     """
     import torch
-    from stable_baselines3 import PPO
 
+    from mission_gym.ppo.build import build_run, finalize_config
     from mission_gym.ppo.monitor import ResourceSampler
-    from mission_gym.ppo.vec_env import make_vec_env
 
-    env = make_vec_env(ENV_ID, shape.n_envs, shape.vec_env, seed=seed, normalize=shape.normalize,
-                       normalize_reward=shape.normalize)  # fmt: skip
-    activation = getattr(torch.nn, ACTIVATIONS[shape.activation])
-    policy_kwargs: dict[str, Any] = {"net_arch": {"pi": list(shape.pi_widths), "vf": list(shape.vf_widths)}}
-    policy_name = "mlp"
-    if shape.trunk:
-        policy_name, policy_kwargs = "trunk", {"net_arch": list(shape.net_arch), "activation_fn": activation}
-    policy, policy_kwargs = parts.policy(policy_name, policy_kwargs)
-    model = PPO(
-        policy,
-        env,
-        n_steps=shape.n_steps,
-        batch_size=shape.batch_size,
-        n_epochs=shape.n_epochs,
-        policy_kwargs={**policy_kwargs, "activation_fn": activation},
-        device=shape.device,
-        seed=seed,
-        verbose=0,
-    )
-    on_cuda = shape.on_cuda and torch.cuda.is_available()
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm {algorithm!r} is not valid; valid: {', '.join(ALGORITHMS)}")
+    config = finalize_config(config if threads is None else config.model_copy(update={"num_threads": threads}))
+    setup = build_run(config, algorithm=None if algorithm == "lean" else _sb3_ppo())
+    model = setup.model
+    on_cuda = setup.device.startswith("cuda") and torch.cuda.is_available()
+    if warmup:
+        model.learn(warmup * config.rollout)
     if on_cuda:
         torch.cuda.reset_peak_memory_stats()
-    sampler = ResourceSampler(device=shape.device, hz=10.0)
-    timesteps = rollouts * shape.rollout
+    sampler = ResourceSampler(device=setup.device, hz=10.0)
     timings = Timings()
     start = time.perf_counter()
     with sampler:
-        model.learn(timesteps, callback=TimingCallback(timings))
+        model.learn(rollouts * config.rollout, callback=TimingCallback(timings), reset_num_timesteps=False)
     timings.close_update(time.perf_counter())
     seconds = time.perf_counter() - start
     window = sampler.drain()
@@ -109,7 +98,7 @@ def measure_training(shape: RunShape, rollouts: int = 2, seed: int = 0) -> Measu
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         worker_bytes=workers,
         seconds=seconds,
-        timesteps=timesteps,
+        timesteps=rollouts * config.rollout,
         rollout_s=timings.rollout_s,
         update_s=timings.train_s,
     )
@@ -117,9 +106,15 @@ def measure_training(shape: RunShape, rollouts: int = 2, seed: int = 0) -> Measu
         out.cuda_max_allocated = torch.cuda.max_memory_allocated()
         out.cuda_max_reserved = torch.cuda.max_memory_reserved()
         out.nvml_used_peak = window.get("gpu/mem_used_mb", 0.0) * MB
-        out.nvml_process_used = _nvml_process_memory(shape.device)
-    env.close()
+        out.nvml_process_used = _nvml_process_memory(setup.device)
+    setup.close()
     return out
+
+
+def _sb3_ppo() -> Any:
+    from stable_baselines3 import PPO
+
+    return PPO
 
 
 def _nvml_process_memory(device: str) -> float:

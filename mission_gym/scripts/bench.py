@@ -5,11 +5,13 @@ through each way of batching it (a single ``MissionEnv``, SB3 ``DummyVecEnv`` an
 of ``MissionEnv``, and the native ``MissionVecEnv``) over a sweep of ``n_envs``, and prints a table
 whose ratios come from the same run.
 
-``python -m mission_gym.scripts.bench --mode train --preset fast cpu --n-envs 16 64 --vec-env native subproc``
-sweeps presets × n_envs × vec-env kinds through a few real PPO rollouts each (one fresh process per
-configuration, so each peak RSS is its own): env steps/s, end-to-end training FPS, the share of time in
-rollouts vs updates, peak RSS (and env workers' memory) and, on CUDA, peak GPU memory, next to the memory
-estimator's figures. ``--csv`` writes the rows, ``--plot PNG`` draws FPS and memory against n_envs.
+``python -m mission_gym.scripts.bench --mode train --preset cpu`` trains a few rollouts of each preset as the trainer
+builds it (after a warm-up rollout; one fresh process per configuration, so each peak RSS is its own; one learner
+thread unless ``--num-threads``): env steps/s, end-to-end training FPS, the share of time in rollouts vs updates, peak
+RSS (and env workers' memory) and, on CUDA, peak GPU memory, next to the memory estimator's figures.
+``--algo lean sb3`` also trains SB3's own ``PPO`` on the same configuration and prints the speed-up of the trainer's
+:class:`~mission_gym.ppo.lean.LeanPPO` over it, from the same run. ``--n-envs`` and ``--vec-env`` sweep other sizes;
+``--csv`` writes the rows, ``--plot PNG`` draws FPS and memory against n_envs.
 """
 
 from __future__ import annotations
@@ -121,27 +123,34 @@ def run_env_sweep(kinds: list[str], n_envs_list: list[int], seconds: float, max_
 TRAIN_KINDS: tuple[str, ...] = ("native", "dummy", "subproc")
 
 
-def train_one(preset: str, n_envs: int, vec_env: str, rollouts: int, device: str) -> dict[str, object]:
-    """Train ``rollouts`` rollouts of ``preset`` with ``n_envs`` envs in this process; the measured row (JSON-able).
-
-    The batch size follows the preset's rule for the new rollout size (``n_envs × n_steps``).
+def train_one(
+    preset: str, n_envs: int | None, vec_env: str, rollouts: int, device: str, algo: str = "lean", threads: int = 1
+) -> dict[str, object]:
+    """Train ``rollouts`` rollouts of ``preset`` (``n_envs`` envs, None: its own) in this process, after a warm-up
+    rollout; the measured row (JSON-able). The batch size follows the preset's rule for the new rollout size.
     """
     from mission_gym.hardware import MB
+    from mission_gym.ppo.config import apply_overrides
     from mission_gym.ppo.measure import measure_training
     from mission_gym.ppo.memory import estimate_memory
     from mission_gym.ppo.presets import load_preset
     from mission_gym.ppo.sizing import shape_from_config
 
     config = load_preset(preset)
-    config = config.model_validate({**config.model_dump(), "n_envs": n_envs, "vec_env": vec_env, "batch_size": "auto"})
-    shape = shape_from_config(config, device=device)
+    sizes = {"vec_env": vec_env, "device": device, "population": {"size": 1}}
+    if n_envs is not None and n_envs != config.n_envs:
+        sizes.update(n_envs=n_envs, batch_size="auto")
+    config = apply_overrides(config, sizes, source="bench")
+    shape = shape_from_config(config)
     est = estimate_memory(shape)
-    got = measure_training(shape, rollouts=rollouts)
+    got = measure_training(config, rollouts=rollouts, algorithm=algo, threads=threads)
     busy = got.rollout_s + got.update_s
     return {
         "preset": preset,
+        "algo": algo,
+        "threads": threads,
         "vec_env": vec_env,
-        "n_envs": n_envs,
+        "n_envs": config.n_envs,
         "device": device,
         "batch_size": shape.batch_size,
         "timesteps": got.timesteps,
@@ -159,41 +168,62 @@ def train_one(preset: str, n_envs: int, vec_env: str, rollouts: int, device: str
 def run_train_sweep(
     presets: list[str],
     kinds: list[str],
-    n_envs_list: list[int],
+    n_envs_list: list[int | None],
     rollouts: int,
     device: str,
     env_seconds: float,
     max_subproc: int,
+    algos: list[str] | None = None,
+    threads: int = 1,
 ) -> list[dict[str, object]]:
-    """Every (preset, vec-env kind, n_envs): a fresh ``python -m mission_gym.scripts.bench --train-worker`` process
-    trains a few rollouts; env-only steps/s of each (kind, n_envs) is measured once in this process."""
+    """Every (preset, vec-env kind, n_envs, algorithm): a fresh ``python -m mission_gym.scripts.bench --train-worker``
+    process trains a few rollouts; env-only steps/s of each (kind, n_envs) is measured once in this process."""
     env_sps: dict[tuple[str, int], float] = {}
     rows: list[dict[str, object]] = []
     for preset in presets:
         for kind in kinds:
             for n in n_envs_list:
-                if kind == "subproc" and n > max_subproc:
+                if kind == "subproc" and n is not None and n > max_subproc:
                     print(f"  skip {preset} {kind} n_envs={n} (> --max-subproc {max_subproc})", file=sys.stderr)
                     continue
-                if (kind, n) not in env_sps:
-                    env_sps[(kind, n)] = bench_env(kind, n, env_seconds)
-                cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--train-worker",
-                       json.dumps([preset, n, kind, rollouts, device])]  # fmt: skip
-                proc = subprocess.run(cmd, capture_output=True, text=True)
-                if proc.returncode != 0:
-                    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                    rows.append({"preset": preset, "vec_env": kind, "n_envs": n, "error": tail})
-                    print(f"  {preset:>6} {kind:>8} n_envs={n:<5} failed: {tail}", file=sys.stderr)
-                    continue
-                row = json.loads(proc.stdout.strip().splitlines()[-1])
-                row["env_steps_per_s"] = env_sps[(kind, n)]
-                rows.append(row)
-                print(
-                    f"  {preset:>6} {kind:>8} n_envs={n:<5} {row['fps']:>9,.0f} FPS  peak RSS {row['peak_rss_mb']:,.0f} MB",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                for algo in algos or ["lean"]:
+                    cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--train-worker",
+                           json.dumps([preset, n, kind, rollouts, device, algo, threads])]  # fmt: skip
+                    proc = subprocess.run(cmd, capture_output=True, text=True)
+                    if proc.returncode != 0:
+                        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                        rows.append({"preset": preset, "algo": algo, "vec_env": kind, "n_envs": n, "error": tail})
+                        print(f"  {preset:>6} {algo:>4} {kind:>8} n_envs={n} failed: {tail}", file=sys.stderr)
+                        continue
+                    row = json.loads(proc.stdout.strip().splitlines()[-1])
+                    key = (kind, int(row["n_envs"]))
+                    if key not in env_sps:
+                        env_sps[key] = bench_env(kind, key[1], env_seconds)
+                    row["env_steps_per_s"] = env_sps[key]
+                    rows.append(row)
+                    print(
+                        f"  {preset:>6} {algo:>4} {kind:>8} n_envs={row['n_envs']:<5} {row['fps']:>9,.0f} FPS  "
+                        f"peak RSS {row['peak_rss_mb']:,.0f} MB",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     return rows
+
+
+def speedups(rows: list[dict[str, object]]) -> list[str]:
+    """``lean`` over ``sb3`` per configuration measured both ways, as lines."""
+    by: dict[tuple[object, ...], dict[str, float]] = {}
+    for r in rows:
+        if "error" not in r:
+            by.setdefault((r["preset"], r["vec_env"], r["n_envs"], r["threads"]), {})[str(r["algo"])] = float(r["fps"])  # type: ignore[arg-type]
+    out = []
+    for (preset, kind, n, threads), fps in by.items():
+        if "lean" in fps and "sb3" in fps:
+            out.append(
+                f"{preset} ({kind}, {n} envs, {threads} learner thread(s)): {fps['lean']:,.0f} steps/s with the trainer's "
+                f"LeanPPO vs {fps['sb3']:,.0f} with SB3's PPO = {fps['lean'] / fps['sb3']:.2f}x"
+            )
+    return out
 
 
 def print_train_table(rows: list[dict[str, object]], title: str) -> None:
@@ -201,22 +231,24 @@ def print_train_table(rows: list[dict[str, object]], title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    cols = ["preset", "vec-env", "n_envs", "batch", "env steps/s", "train FPS", "rollout share", "peak RSS", "workers",
-            "est. host", "GPU max alloc", "GPU NVML peak", "est. GPU"]  # fmt: skip
+    cols = ["preset", "algo", "threads", "vec-env", "n_envs", "batch", "env steps/s", "train FPS", "rollout share",
+            "peak RSS", "workers", "est. host", "GPU max alloc", "GPU NVML peak", "est. GPU"]  # fmt: skip
     table = Table(title=title)
     for col in cols:
-        table.add_column(col, justify="left" if col in ("preset", "vec-env") else "right")
+        table.add_column(col, justify="left" if col in ("preset", "algo", "vec-env") else "right")
 
     def mb(v: object) -> str:
         return f"{v:,.0f} MB" if isinstance(v, (int, float)) and v else "-"
 
     for r in rows:
         if "error" in r:
-            table.add_row(str(r["preset"]), str(r["vec_env"]), str(r["n_envs"]), *["-"] * 9, f"failed: {r['error']}"[:40])
+            table.add_row(str(r["preset"]), str(r["algo"]), "-", str(r["vec_env"]), str(r["n_envs"]), *["-"] * 9,
+                          f"failed: {r['error']}"[:40])  # fmt: skip
             continue
         share = r["rollout_share"]
         table.add_row(
-            str(r["preset"]), str(r["vec_env"]), str(r["n_envs"]), str(r["batch_size"]), f"{r['env_steps_per_s']:,.0f}",
+            str(r["preset"]), str(r["algo"]), str(r["threads"]), str(r["vec_env"]), str(r["n_envs"]), str(r["batch_size"]),
+            f"{r['env_steps_per_s']:,.0f}",
             f"{r['fps']:,.0f}", "-" if share is None else f"{share:.0%}", mb(r["peak_rss_mb"]), mb(r["workers_mb"]),
             mb(r["est_host_mb"]), mb(r["gpu_max_allocated_mb"]), mb(r["gpu_nvml_peak_mb"]), mb(r["est_gpu_mb"]),
         )  # fmt: skip
@@ -287,17 +319,28 @@ def write_csv(rows: list[dict[str, object]], path: Path) -> None:
 def build_parser() -> CliParser:
     p = CliParser(
         prog="python -m mission_gym.scripts.bench",
-        description="Mission Gym throughput benchmark: env steps/s per vec-env kind and n_envs.",
+        description="Mission Gym throughput benchmark: env steps/s per vec-env kind and n_envs (--mode env), or PPO "
+        "training steps/s of presets as the trainer builds them (--mode train).",
     )
     p.add_argument(
         "--mode", choices=["env", "train"], default="env", help="env: simulation only; train: PPO rollouts + updates"
     )
-    p.add_argument("--preset", nargs="+", default=["cpu", "fast"], metavar="NAME", help="presets swept by --mode train")
-    p.add_argument("--rollouts", type=int, default=2, help="rollouts trained per configuration (--mode train)")
+    p.add_argument("--preset", nargs="+", default=["cpu"], metavar="NAME", help="presets measured by --mode train [cpu]")
+    p.add_argument(
+        "--rollouts", type=int, default=4, help="rollouts timed per configuration, after one of warm-up (--mode train)"
+    )
+    p.add_argument(
+        "--algo", nargs="+", choices=["lean", "sb3"], default=["lean"],
+        help="--mode train: the trainer's LeanPPO and/or SB3's own PPO on the same configuration [lean]",
+    )  # fmt: skip
+    p.add_argument("--num-threads", type=int, default=1, help="--mode train: learner torch threads [1]")
     p.add_argument("--device", default="auto", help="training device for --mode train: auto, cpu, cuda[:i]")
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="--mode train: also draw FPS and memory to PNG")
     p.add_argument("--train-worker", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--n-envs", type=int, nargs="+", default=list(DEFAULT_N_ENVS), metavar="N", help="n_envs values to sweep")
+    p.add_argument(
+        "--n-envs", type=int, nargs="+", default=None, metavar="N",
+        help=f"n_envs values to sweep [--mode env: {' '.join(map(str, DEFAULT_N_ENVS))}; --mode train: the preset's own]",
+    )  # fmt: skip
     p.add_argument(
         "--vec-env", nargs="+", default=list(ENV_KINDS), metavar="KIND", help=f"kinds to measure: {', '.join(ENV_KINDS)}"
     )
@@ -327,9 +370,14 @@ def _train_mode(args: argparse.Namespace) -> int:
         device = "cuda" if detect_hardware().gpu_mem_gb else "cpu"
     elif not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
         return fail(f"--device {device!r} is not valid; use auto, cpu, cuda or cuda:N")
-    rows = run_train_sweep(args.preset, args.vec_env, sorted(set(args.n_envs)), args.rollouts, device, args.seconds,
-                           args.max_subproc)  # fmt: skip
-    print_train_table(rows, f"PPO training sweep on {device} ({args.rollouts} rollouts per configuration)")
+    if args.num_threads < 1:
+        return fail(f"--num-threads must be >= 1, got {args.num_threads}")
+    n_envs: list[int | None] = sorted(set(args.n_envs)) if args.n_envs else [None]
+    rows = run_train_sweep(args.preset, args.vec_env, n_envs, args.rollouts, device, args.seconds, args.max_subproc,
+                           args.algo, args.num_threads)  # fmt: skip
+    print_train_table(rows, f"PPO training on {device}: {args.rollouts} rollouts per configuration after one of warm-up")
+    for line in speedups(rows):
+        print(line)
     if args.csv and rows:
         fields = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
         with args.csv.open("w", newline="") as f:
@@ -346,22 +394,19 @@ def _train_mode(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.train_worker is not None:  # one configuration of --mode train, in its own process
-        preset, n, kind, rollouts, device = json.loads(args.train_worker)
-        print(json.dumps(train_one(preset, int(n), kind, int(rollouts), device)))
+        preset, n, kind, rollouts, device, algo, threads = json.loads(args.train_worker)
+        print(json.dumps(train_one(preset, None if n is None else int(n), kind, int(rollouts), device, algo, int(threads))))
         return 0
+    if any(n < 1 for n in args.n_envs or []) or args.seconds <= 0:
+        return fail(f"--n-envs values and --seconds must be positive (got {args.n_envs}, {args.seconds})")
     if args.mode == "train":
         if args.vec_env == list(ENV_KINDS):
             args.vec_env = ["native"]
-        if args.n_envs == list(DEFAULT_N_ENVS):
-            args.n_envs = [16, 64]
-        if any(n < 1 for n in args.n_envs) or args.seconds <= 0:
-            return fail(f"--n-envs values and --seconds must be positive (got {args.n_envs}, {args.seconds})")
         return _train_mode(args)
+    args.n_envs = args.n_envs or list(DEFAULT_N_ENVS)
     bad = [k for k in args.vec_env if k not in ENV_KINDS]
     if bad:
         return fail(f"--vec-env {bad[0]!r} is not valid{suggest(bad[0], list(ENV_KINDS))}; valid: {', '.join(ENV_KINDS)}")
-    if any(n < 1 for n in args.n_envs) or args.seconds <= 0:
-        return fail(f"--n-envs values and --seconds must be positive (got {args.n_envs}, {args.seconds})")
     rows = run_env_sweep(args.vec_env, sorted(set(args.n_envs)), args.seconds, args.max_subproc)
     print_table(rows, "Mission Gym env steps/s (one env step = 5 physics ticks of every unit; random actions)")
     if args.csv:

@@ -10,12 +10,12 @@ The memory model is :mod:`mission_gym.ppo.memory`; ``docs/gpu-guide.md`` explain
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from mission_gym.hardware import GB, MB, detect_hardware
 from mission_gym.ppo import memory as mem
+from mission_gym.ppo.config import TrainConfig, apply_overrides
 from mission_gym.ppo.presets import is_selector, load_preset, load_presets, preset_names, presets_dir
 from mission_gym.ppo.sizing import largest_fitting_preset, shape_from_config
 from mission_gym.scripts.cli import CliParser, fail
@@ -105,13 +105,14 @@ def best_for_memory(presets: dict[str, Any], gpu_gb: float, ram_gb: float) -> No
     )
 
 
-def measure(shape: mem.RunShape, name: str, rollouts: int) -> None:
-    """Train ``rollouts`` rollouts in this process and print the estimate next to the measured peaks."""
+def measure(config: TrainConfig, shape: mem.RunShape, name: str, rollouts: int) -> None:
+    """Train ``rollouts`` rollouts of ``config`` in this process (as the trainer builds it) and print the estimate
+    next to the measured peaks."""
     est = mem.estimate_memory(shape)
     print(f"measuring preset {name}: {rollouts} rollouts of {shape.rollout:,} steps on {shape.device} ...", flush=True)
     from mission_gym.ppo.measure import measure_training
 
-    got = measure_training(shape, rollouts=rollouts)
+    got = measure_training(config, rollouts=rollouts)
     print(est.breakdown())
     rows = []
 
@@ -183,7 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     ram_gb = args.ram or detect_hardware().ram_gb
 
     preset_arg = args.preset or ("quick" if args.measure else None)
-    shape = name = None
+    shape: mem.RunShape | None = None
+    config: TrainConfig | None = None
+    name = None
     if preset_arg is not None:
         name = Path(preset_arg).stem
         try:
@@ -198,16 +201,16 @@ def main(argv: list[str] | None = None) -> int:
             device = _resolve_device(args.device, config.device)
             if device is None:
                 return fail(f"--device {args.device!r} is not valid; use auto, cpu, cuda or cuda:N")
-            shape = shape_from_config(config, device=device)
-            if args.vec_env:
-                shape = replace(shape, vec_env=args.vec_env)
+            changes = {"device": device, **({"vec_env": args.vec_env} if args.vec_env else {})}
+            config = apply_overrides(config, changes, source="memory_helper flags")
+            shape = shape_from_config(config)
         except (OSError, ValueError) as exc:  # ConfigError is a ValueError; its text names the file and key
             return fail(str(exc))
 
     if args.measure:
         if shape.on_cuda and not detect_hardware().gpu_mem_gb:
             return fail("--device cuda but no CUDA GPU is visible; use --device cpu")
-        measure(shape, name, args.rollouts)
+        measure(config, shape, name, args.rollouts)
         return 0
     if args.memory is not None:
         best_for_memory(load_presets(args.presets_dir), args.memory, ram_gb)

@@ -1,0 +1,295 @@
+"""SB3's PPO with the same update and rollout, computed with less overhead around the arithmetic.
+
+A profile of a ``cpu``-preset member (one thread, [128, 128] actor and critic, 1,024-sample minibatches) found most
+of an update's time outside the matrix products: a fancy-indexed copy and a NumPy-to-torch copy of every array for
+every minibatch, four ``torch.distributions.Categorical`` objects per forward pass, Adam's and gradient clipping's
+per-tensor loops, a ``.item()`` per logged value per minibatch; and in the rollout, a Python loop over every env at
+every step to find the truncated episodes. :class:`LeanPPO` keeps SB3's algorithm, API, saving and callbacks and
+computes the same numbers:
+
+- each epoch draws SB3's permutation of the rollout (the same ``np.random.permutation`` call) and gathers every array
+  once; the minibatches are then contiguous views;
+- categorical heads of equal size are evaluated as one ``(batch, heads, actions)`` tensor with the operations of
+  ``Categorical`` (normalise by ``logsumexp``, ``gather``, ``softmax``), and sampled with one ``multinomial`` per head
+  as ``Categorical.sample`` does;
+- gradient clipping takes PyTorch's ``foreach`` path (one kernel over all the parameters);
+- the update's logged means are accumulated as tensors and read once per update;
+- the rollout looks only at the envs whose episode ended.
+
+Two more paths compute the same functions to within float rounding (``exact = False``, the default): PyTorch's CPU
+``tanh`` is several times slower than its ``sigmoid``, so the MLPs' ``Tanh`` layers compute ``2 σ(2x) − 1`` (at most
+2e-7 from ``tanh``; the saved policy still says ``nn.Tanh`` and loads anywhere), and Adam takes PyTorch's fused kernel
+(1e-7 from the per-tensor loop).
+
+``tests/test_lean.py`` checks that with ``exact = True`` a run trains to the same bits as SB3's ``PPO`` (with the
+trainer's lean entropy) and that the default stays within float tolerance of it. Other action spaces (Box, Discrete,
+MultiBinary) and policies other than SB3's actor-critic MLP fall back to SB3's own code for the step they do not cover.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch as th
+from gymnasium import spaces
+from stable_baselines3 import PPO
+from stable_baselines3.common.distributions import MultiCategoricalDistribution
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.utils import explained_variance, obs_as_tensor
+from torch.nn import functional as F
+
+_ROLLOUT_ARRAYS = ("observations", "actions", "values", "log_probs", "advantages", "returns")
+
+
+class _SigmoidTanh(th.autograd.Function):
+    """``tanh(x)`` as ``2 σ(2x) − 1``; its gradient from the output, as ``tanh``'s own."""
+
+    @staticmethod
+    def forward(ctx: Any, x: th.Tensor) -> th.Tensor:
+        y = th.sigmoid(x * 2.0).mul_(2.0).sub_(1.0)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: th.Tensor) -> th.Tensor:
+        (y,) = ctx.saved_tensors
+        return th.ops.aten.tanh_backward(grad, y)
+
+
+class FastTanh(th.nn.Module):
+    """A ``Tanh`` layer computed through PyTorch's (much faster on CPUs) sigmoid; no parameters."""
+
+    def forward(self, x: th.Tensor) -> th.Tensor:
+        return _SigmoidTanh.apply(x)
+
+
+class LeanPPO(PPO):
+    """SB3's ``PPO``, with a leaner update and rollout for SB3's actor-critic policies (see the module doc).
+
+    Takes and saves exactly what ``PPO`` does; a model saved by it loads with ``PPO.load`` and vice versa.
+
+    :cvar exact: compute every step to the bit as SB3 does (no sigmoid ``tanh``, no fused Adam)
+    """
+
+    exact = False
+
+    def _setup_model(self) -> None:
+        super()._setup_model()
+        self._heads = _equal_heads(self.policy)
+        if not self.exact:
+            _swap_tanh(self.policy)
+
+    # --- the update -------------------------------------------------------------------------------------------
+    def train(self) -> None:
+        """One PPO update over the rollout buffer: SB3's ``PPO.train``, minibatch for minibatch."""
+        policy = self.policy
+        policy.set_training_mode(True)
+        for group in policy.optimizer.param_groups:  # a loaded optimizer state brings its own flags
+            group["foreach"], group["fused"] = (True, None) if self.exact else (None, True)
+        self._update_learning_rate(policy.optimizer)
+        clip_range = self.clip_range(self._current_progress_remaining)  # type: ignore[operator]
+        clip_range_vf = None
+        if self.clip_range_vf is not None:
+            clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
+        data = self._flat_rollout()
+        size = data[0].shape[0]
+        batch_size = self.batch_size
+        discrete = isinstance(self.action_space, spaces.Discrete)
+        sums = th.zeros(5, dtype=th.float64)  # policy loss, clip fraction, value loss, entropy loss, minibatches
+        params = [p for p in policy.parameters()]
+        continue_training = True
+        approx_kl = th.zeros((), dtype=th.float64)
+        loss = th.zeros(())
+        for epoch in range(self.n_epochs):
+            order = th.from_numpy(np.random.permutation(size))  # SB3's RolloutBuffer.get draws the same permutation
+            observations, actions, old_values, old_log_prob, advantages_all, returns = (t[order] for t in data)
+            kl_sum, kl_n = th.zeros((), dtype=th.float64), 0
+            for start in range(0, size, batch_size):
+                end = start + batch_size
+                batch_actions = actions[start:end]
+                if discrete:
+                    batch_actions = batch_actions.long().flatten()
+                values, log_prob, entropy = self._evaluate(observations[start:end], batch_actions)
+                values = values.flatten()
+                advantages = advantages_all[start:end]
+                if self.normalize_advantage and len(advantages) > 1:
+                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+                batch_old_log_prob = old_log_prob[start:end]
+                ratio = th.exp(log_prob - batch_old_log_prob)
+                policy_loss_1 = advantages * ratio
+                policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
+                policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
+                if clip_range_vf is None:
+                    values_pred = values
+                else:
+                    batch_old_values = old_values[start:end]
+                    values_pred = batch_old_values + th.clamp(values - batch_old_values, -clip_range_vf, clip_range_vf)
+                value_loss = F.mse_loss(returns[start:end], values_pred)
+                entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
+                loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+                with th.no_grad():
+                    clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float())
+                    sums += th.stack((policy_loss, clip_fraction, value_loss, entropy_loss, th.ones(()))).double()
+                    log_ratio = log_prob - batch_old_log_prob
+                    approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio)
+                    kl_sum += approx_kl_div
+                    kl_n += 1
+                if self.target_kl is not None and approx_kl_div.item() > 1.5 * self.target_kl:
+                    continue_training = False
+                    if self.verbose >= 1:
+                        print(f"Early stopping at step {epoch} due to reaching max kl: {approx_kl_div.item():.2f}")
+                    break
+                policy.optimizer.zero_grad()
+                loss.backward()
+                th.nn.utils.clip_grad_norm_(params, self.max_grad_norm, foreach=True)
+                policy.optimizer.step()
+            approx_kl = kl_sum / max(kl_n, 1)
+            self._n_updates += 1
+            if not continue_training:
+                break
+        buffer = self.rollout_buffer
+        explained_var = explained_variance(buffer.values.flatten(), buffer.returns.flatten())
+        mean = (sums[:4] / sums[4]).tolist()
+        self.logger.record("train/entropy_loss", mean[3])
+        self.logger.record("train/policy_gradient_loss", mean[0])
+        self.logger.record("train/value_loss", mean[2])
+        self.logger.record("train/approx_kl", approx_kl.item())
+        self.logger.record("train/clip_fraction", mean[1])
+        self.logger.record("train/loss", loss.item())
+        self.logger.record("train/explained_variance", explained_var)
+        if hasattr(policy, "log_std"):
+            self.logger.record("train/std", th.exp(policy.log_std).mean().item())
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/clip_range", clip_range)
+        if clip_range_vf is not None:
+            self.logger.record("train/clip_range_vf", clip_range_vf)
+
+    def _flat_rollout(self) -> list[th.Tensor]:
+        """The rollout's arrays flattened to ``(n_steps * n_envs, ...)`` as ``RolloutBuffer.get`` leaves them, as
+        tensors sharing their memory (actions as float32, as ``RolloutBuffer._get_samples`` gives them)."""
+        buffer = self.rollout_buffer
+        if not buffer.generator_ready:
+            for name in _ROLLOUT_ARRAYS:
+                buffer.__dict__[name] = buffer.swap_and_flatten(buffer.__dict__[name])
+            buffer.generator_ready = True
+        out = []
+        for name in _ROLLOUT_ARRAYS:
+            array = buffer.__dict__[name]
+            if name == "actions":
+                array = array.astype(np.float32, copy=False)
+            elif name != "observations":
+                array = array.reshape(-1)
+            out.append(th.as_tensor(array, device=self.device))
+        return out
+
+    def _evaluate(self, obs: th.Tensor, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
+        """``policy.evaluate_actions``, with equal categorical heads as one tensor."""
+        if self._heads is None:
+            return self.policy.evaluate_actions(obs, actions)
+        policy = self.policy
+        latent_pi, latent_vf = policy.mlp_extractor(policy.extract_features(obs))
+        logits = policy.action_net(latent_pi)
+        values = policy.value_net(latent_vf)
+        n_heads, n_actions = self._heads
+        logits = logits.view(-1, n_heads, n_actions)
+        logits = logits - logits.logsumexp(dim=-1, keepdim=True)  # what Categorical(logits=...) keeps
+        log_prob = logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1).sum(dim=1)
+        if float(self.ent_coef) == 0.0:  # only logged: no graph (see mission_gym.ppo.entropy)
+            with th.no_grad():
+                clamped = th.clamp(logits, min=th.finfo(logits.dtype).min)
+                entropy = -(clamped.exp() * clamped).sum(-1).sum(dim=1)
+        else:
+            clamped = th.clamp(logits, min=th.finfo(logits.dtype).min)
+            entropy = -(clamped * F.softmax(logits, dim=-1)).sum(-1).sum(dim=1)
+        return values, log_prob, entropy
+
+    # --- the rollout --------------------------------------------------------------------------------------------
+    def collect_rollouts(self, env: Any, callback: Any, rollout_buffer: Any, n_rollout_steps: int) -> bool:
+        """SB3's ``OnPolicyAlgorithm.collect_rollouts``, step for step; the policy's forward pass without
+        distribution objects, and only the envs whose episode ended looked at."""
+        assert self._last_obs is not None, "No previous observation was provided"
+        self.policy.set_training_mode(False)
+        n_steps = 0
+        rollout_buffer.reset()
+        if self.use_sde:
+            self.policy.reset_noise(env.num_envs)
+        callback.on_rollout_start()
+        while n_steps < n_rollout_steps:
+            if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
+                self.policy.reset_noise(env.num_envs)
+            with th.no_grad():
+                obs_tensor = obs_as_tensor(self._last_obs, self.device)
+                action_tensor, values, log_probs = self._act(obs_tensor)
+            actions = action_tensor.cpu().numpy()
+            clipped_actions = actions
+            if isinstance(self.action_space, spaces.Box):
+                if self.policy.squash_output:
+                    clipped_actions = self.policy.unscale_action(clipped_actions)
+                else:
+                    clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
+            new_obs, rewards, dones, infos = env.step(clipped_actions)
+            self.num_timesteps += env.num_envs
+            callback.update_locals(locals())
+            if not callback.on_step():
+                return False
+            self._update_info_buffer(infos, dones)
+            n_steps += 1
+            if isinstance(self.action_space, spaces.Discrete):
+                actions = actions.reshape(-1, 1)
+            for idx in np.flatnonzero(dones):  # bootstrap the value of a truncated episode, as SB3 does
+                if infos[idx].get("terminal_observation") is not None and infos[idx].get("TimeLimit.truncated", False):
+                    terminal_obs = self.policy.obs_to_tensor(infos[idx]["terminal_observation"])[0]
+                    with th.no_grad():
+                        terminal_value = self.policy.predict_values(terminal_obs)[0]
+                    rewards[idx] += self.gamma * terminal_value
+            rollout_buffer.add(self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs)
+            self._last_obs = new_obs
+            self._last_episode_starts = dones
+        with th.no_grad():
+            values = self.policy.predict_values(obs_as_tensor(new_obs, self.device))
+        rollout_buffer.compute_returns_and_advantage(last_values=values, dones=dones)
+        callback.update_locals(locals())
+        callback.on_rollout_end()
+        return True
+
+    def _act(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        """``policy(obs)``: sampled actions, values and the actions' log-probabilities."""
+        if self._heads is None or self.use_sde:
+            return self.policy(obs)
+        policy = self.policy
+        latent_pi, latent_vf = policy.mlp_extractor(policy.extract_features(obs))
+        values = policy.value_net(latent_vf)
+        n_heads, n_actions = self._heads
+        logits = policy.action_net(latent_pi).view(-1, n_heads, n_actions)
+        logits = logits - logits.logsumexp(dim=-1, keepdim=True)
+        probs = F.softmax(logits, dim=-1)
+        # one multinomial per head, in head order, as Categorical.sample draws them
+        actions = th.stack([th.multinomial(probs[:, h], 1, True).T.reshape(-1) for h in range(n_heads)], dim=1)
+        log_prob = logits.gather(-1, actions.unsqueeze(-1)).squeeze(-1).sum(dim=1)
+        return actions.reshape((-1, *self.action_space.shape)), values, log_prob  # type: ignore[misc]
+
+
+def _swap_tanh(policy: Any) -> None:
+    """Every ``nn.Tanh`` of the policy's networks computed by :class:`FastTanh` (the module tree only: what is saved,
+    the policy's arguments and weights, is unchanged)."""
+    for module in list(policy.modules()):
+        for name, child in module.named_children():
+            if type(child) is th.nn.Tanh:
+                setattr(module, name, FastTanh())
+
+
+def _equal_heads(policy: Any) -> tuple[int, int] | None:
+    """``(heads, actions per head)`` when the policy is SB3's actor-critic over categorical heads of one size, which
+    the lean paths cover; None otherwise."""
+    cls = type(policy)
+    if not isinstance(policy, ActorCriticPolicy) or cls.forward is not ActorCriticPolicy.forward:
+        return None
+    if cls.evaluate_actions is not ActorCriticPolicy.evaluate_actions:
+        return None
+    dist = policy.action_dist
+    if not isinstance(dist, MultiCategoricalDistribution) or len(set(dist.action_dims)) != 1:
+        return None
+    if not policy.share_features_extractor:
+        return None
+    return len(dist.action_dims), int(dist.action_dims[0])
