@@ -44,3 +44,16 @@ def test_train_sweep_bad_input(args: list[str], needle: str) -> None:
     out = run_bench(*args)
     assert out.returncode == 2 and needle in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_env_sweep_measures_the_native_env_on_each_thread_count(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--mode", "env", "--vec-env", "single", "native",
+           "--n-envs", "16", "--threads", "1", "2", "--seconds", "0.2", "--csv", str(tmp_path / "e.csv")]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((tmp_path / "e.csv").open()))
+    assert [(r["vec_env"], r["threads"], r["n_envs"]) for r in rows] == [("single", "1", "1"), ("native", "1", "16"),
+                                                                       ("native", "2", "16")]  # fmt: skip
+    assert all(float(r["steps_per_s"]) > 0 and float(r["vs_single"]) > 0 for r in rows)
+    bad = subprocess.run([*cmd[:3], "--mode", "env", "--threads", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--threads" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

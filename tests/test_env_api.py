@@ -4,6 +4,7 @@ of a vector env with single envs given the same seeds. Rendering is tested in ``
 from __future__ import annotations
 
 import gymnasium
+import numba
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
@@ -314,3 +315,25 @@ def test_set_config_refuses_what_changes_the_arrays():
     env = MissionVecEnv(2, seed=0)
     with pytest.raises(ValueError, match="obs_dim"):
         env.core.set_config(with_setting(env.config, "world.observation.lidar_rays", 4))
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba's thread pool has one thread here")
+@pytest.mark.parametrize("threads", [2, 3])
+def test_vec_env_on_several_threads_plays_the_same_games(threads):
+    """The games split among numba's threads (prange over env chunks) step to the same bits as on one thread."""
+    one = MissionVecEnv(37, seed=11)  # an uneven split: chunks of 18/19 or 12/12/13 envs
+    many = MissionVecEnv(37, seed=11, threads=threads)
+    assert one.core.threads == 1 and many.core.threads == min(threads, numba.config.NUMBA_NUM_THREADS)
+    rng = np.random.default_rng(0)
+    obs_one, obs_many = one.reset(), many.reset()
+    np.testing.assert_array_equal(obs_one, obs_many)
+    dones = 0
+    for _ in range(400):  # past the first episode ends, so auto-resets are covered
+        actions = rng.integers(0, 11, size=(37, one.core.n_attackers))
+        a, b = one.step(actions), many.step(actions)
+        for x, y in zip(a[:3], b[:3]):
+            np.testing.assert_array_equal(x, y)
+        assert [i.get("outcome") for i in a[3]] == [i.get("outcome") for i in b[3]]
+        dones += int(a[2].sum())
+    assert dones > 0
+    one.close(), many.close()

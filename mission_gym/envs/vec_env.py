@@ -58,6 +58,7 @@ class MissionVecEnv(VecEnv):
     :param scenario: a scenario YAML file
     :param render_mode: None or ``"rgb_array"``
     :param config: an already validated config (instead of the three above)
+    :param threads: CPU threads each step uses (the games split among them; the same results whatever the count)
     :param overrides: per-section config overrides, e.g. ``reward={"win_bonus": 100.0}``
     """
 
@@ -69,11 +70,12 @@ class MissionVecEnv(VecEnv):
         scenario: str | Path | None = None,
         render_mode: str | None = None,
         config: MissionConfig | None = None,
+        threads: int = 1,
         **overrides: Any,
     ) -> None:
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode {render_mode!r} is not supported by MissionVecEnv; use None or 'rgb_array'")
-        self.core = MissionCore(make_config(config, config_dir, scenario, overrides), n_envs=n_envs)
+        self.core = MissionCore(make_config(config, config_dir, scenario, overrides), n_envs=n_envs, threads=threads)
         self.render_mode = render_mode
         self._views = [_EnvView(self, i) for i in range(n_envs)]
         super().__init__(n_envs, observation_space(self.core), action_space(self.core))

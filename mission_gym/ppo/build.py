@@ -91,7 +91,8 @@ def setup_machine(config: TrainConfig, env_workers: int) -> tuple[str, int]:
 
 
 def make_training_env(config: TrainConfig, kind: str, seed: int, stats: Path | None = None) -> Any:
-    """The training env of a configuration (the one place it is built).
+    """The training env of a configuration (the one place it is built). The ``native`` env steps its games on every
+    core this process may use: while it steps, the learner waits (and a population member has its own cores).
 
     :param kind: the resolved vec-env kind
     :param seed: env ``i`` is seeded with ``seed + i``
@@ -107,6 +108,7 @@ def make_training_env(config: TrainConfig, kind: str, seed: int, stats: Path | N
         normalize_reward=config.normalize_reward,
         gamma=config.gamma,
         normalize_stats=stats,
+        threads=available_cores(),
     )
 
 

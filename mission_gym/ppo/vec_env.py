@@ -132,6 +132,7 @@ def make_vec_env(
     normalize_reward: bool = False,
     gamma: float = 0.99,
     normalize_stats: str | Path | None = None,
+    threads: int = 1,
 ) -> VecEnv:
     """Build the training env.
 
@@ -144,6 +145,7 @@ def make_vec_env(
     :param normalize_reward: also normalise rewards
     :param gamma: discount for the reward normaliser
     :param normalize_stats: a saved ``VecNormalize`` pickle whose statistics to continue from
+    :param threads: CPU threads the ``native`` env steps its games on (the same results whatever the count)
     :raises ConfigError: for an unknown env id or env arguments the env rejects
     """
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
@@ -153,7 +155,7 @@ def make_vec_env(
         from mission_gym.envs import MissionVecEnv
 
         try:
-            venv: VecEnv = MissionVecEnv(n_envs, seed=seed, **env_kwargs)
+            venv: VecEnv = MissionVecEnv(n_envs, seed=seed, threads=threads, **env_kwargs)
         except TypeError as exc:
             raise ConfigError(f"--env-kwargs for {env_id}: {exc}") from None
     else:

@@ -2,8 +2,8 @@
 
 ``python -m mission_gym.scripts.bench --mode env`` measures env steps per second of Mission Gym
 through each way of batching it (a single ``MissionEnv``, SB3 ``DummyVecEnv`` and ``SubprocVecEnv``
-of ``MissionEnv``, and the native ``MissionVecEnv``) over a sweep of ``n_envs``, and prints a table
-whose ratios come from the same run.
+of ``MissionEnv``, and the native ``MissionVecEnv`` on 1, 2, ... threads, ``--threads``) over a sweep of ``n_envs``,
+and prints a table whose ratios come from the same run.
 
 ``python -m mission_gym.scripts.bench --mode train --preset cpu`` trains a few rollouts of each preset as the trainer
 builds it (after a warm-up rollout; one fresh process per configuration, so each peak RSS is its own; one learner
@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from mission_gym.config.loader import suggest
+from mission_gym.hardware import available_cores
 from mission_gym.scripts.cli import CliParser, fail
 
 ENV_KINDS: tuple[str, ...] = ("single", "dummy", "subproc", "native")
@@ -40,12 +41,13 @@ def _make_single() -> Callable[[], object]:
     return MissionEnv
 
 
-def bench_env(kind: str, n_envs: int, seconds: float, seed: int = 0) -> float:
+def bench_env(kind: str, n_envs: int, seconds: float, seed: int = 0, threads: int = 1) -> float:
     """Env steps per second of one configuration, measured for about ``seconds`` after a warm-up.
 
     :param kind: one of ``single``, ``dummy``, ``subproc``, ``native``
     :param n_envs: environments stepped together (``single`` steps one env ``n_envs`` times per round)
     :param seconds: measuring time
+    :param threads: threads the ``native`` env steps on
     """
     rng = np.random.default_rng(seed)
     if kind == "single":
@@ -67,7 +69,7 @@ def bench_env(kind: str, n_envs: int, seconds: float, seed: int = 0) -> float:
     if kind == "native":
         from mission_gym.envs import MissionVecEnv
 
-        venv = MissionVecEnv(n_envs, seed=seed)
+        venv = MissionVecEnv(n_envs, seed=seed, threads=threads)
     elif kind == "dummy":
         from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -96,22 +98,25 @@ def bench_env(kind: str, n_envs: int, seconds: float, seed: int = 0) -> float:
         venv.close()
 
 
-def run_env_sweep(kinds: list[str], n_envs_list: list[int], seconds: float, max_subproc: int) -> list[dict[str, object]]:
-    """Measure every (kind, n_envs) pair; rows carry the steps/s and the ratio to one ``MissionEnv``."""
+def run_env_sweep(
+    kinds: list[str], n_envs_list: list[int], seconds: float, max_subproc: int, threads_list: list[int] | None = None
+) -> list[dict[str, object]]:
+    """Measure every (kind, n_envs) pair (``native`` on each thread count); rows carry the steps/s and the ratio to
+    one ``MissionEnv``."""
     rows: list[dict[str, object]] = []
     baseline = None
     for kind in kinds:
         for n in [1] if kind == "single" else n_envs_list:
             if kind == "subproc" and n > max_subproc:
-                rows.append(
-                    {"vec_env": kind, "n_envs": n, "steps_per_s": None, "note": f"skipped (> --max-subproc {max_subproc})"}
-                )
+                rows.append({"vec_env": kind, "threads": 1, "n_envs": n, "steps_per_s": None,
+                             "note": f"skipped (> --max-subproc {max_subproc})"})  # fmt: skip
                 continue
-            sps = bench_env(kind, n, seconds)
-            if kind == "single":
-                baseline = sps
-            rows.append({"vec_env": kind, "n_envs": n, "steps_per_s": sps, "note": ""})
-            print(f"  {kind:>8} n_envs={n:<5} {sps:>12,.0f} env steps/s", file=sys.stderr, flush=True)
+            for threads in (threads_list or [1]) if kind == "native" else [1]:
+                sps = bench_env(kind, n, seconds, threads=threads)
+                if kind == "single":
+                    baseline = sps
+                rows.append({"vec_env": kind, "threads": threads, "n_envs": n, "steps_per_s": sps, "note": ""})
+                print(f"  {kind:>8} threads={threads} n_envs={n:<5} {sps:>12,.0f} env steps/s", file=sys.stderr, flush=True)
     if baseline is None:
         baseline = bench_env("single", 1, seconds)
     for row in rows:
@@ -294,12 +299,13 @@ def print_table(rows: list[dict[str, object]], title: str) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    for col in ("vec-env", "n_envs", "env steps/s", "× single MissionEnv", "note"):
+    for col in ("vec-env", "threads", "n_envs", "env steps/s", "× single MissionEnv", "note"):
         table.add_column(col, justify="right" if col != "note" else "left")
     for r in rows:
         sps = r["steps_per_s"]
         table.add_row(
             str(r["vec_env"]),
+            str(r["threads"]),
             str(r["n_envs"]),
             "-" if sps is None else f"{sps:,.0f}",
             "-" if r["vs_single"] is None else f"{r['vs_single']:.1f}",
@@ -314,6 +320,14 @@ def write_csv(rows: list[dict[str, object]], path: Path) -> None:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def _thread_counts(cores: int) -> list[int]:
+    """1, 2, 4, ... up to ``cores``, and ``cores`` itself."""
+    counts = [1]
+    while counts[-1] * 2 <= cores:
+        counts.append(counts[-1] * 2)
+    return sorted({*counts, cores})
 
 
 def build_parser() -> CliParser:
@@ -345,6 +359,10 @@ def build_parser() -> CliParser:
         "--vec-env", nargs="+", default=list(ENV_KINDS), metavar="KIND", help=f"kinds to measure: {', '.join(ENV_KINDS)}"
     )
     p.add_argument("--seconds", type=float, default=2.0, help="measuring time per configuration")
+    p.add_argument(
+        "--threads", type=int, nargs="+", default=None, metavar="N",
+        help="--mode env: thread counts the native env is measured on [1 and every count up to the cores, doubling]",
+    )  # fmt: skip
     p.add_argument("--max-subproc", type=int, default=16, help="largest n_envs tried with subproc (one process per env)")
     p.add_argument("--csv", type=Path, default=None, help="also write the table to this CSV file")
     return p
@@ -407,7 +425,10 @@ def main(argv: list[str] | None = None) -> int:
     bad = [k for k in args.vec_env if k not in ENV_KINDS]
     if bad:
         return fail(f"--vec-env {bad[0]!r} is not valid{suggest(bad[0], list(ENV_KINDS))}; valid: {', '.join(ENV_KINDS)}")
-    rows = run_env_sweep(args.vec_env, sorted(set(args.n_envs)), args.seconds, args.max_subproc)
+    threads = args.threads or _thread_counts(available_cores())
+    if any(t < 1 for t in threads):
+        return fail(f"--threads values must be >= 1, got {threads}")
+    rows = run_env_sweep(args.vec_env, sorted(set(args.n_envs)), args.seconds, args.max_subproc, sorted(set(threads)))
     print_table(rows, "Mission Gym env steps/s (one env step = 5 physics ticks of every unit; random actions)")
     if args.csv:
         write_csv(rows, args.csv)

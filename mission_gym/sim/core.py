@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numba
 import numpy as np
 
 from mission_gym.config import REWARD_TERMS, MissionConfig
 from mission_gym.sim import layout as L
-from mission_gym.sim.step import reset_batch, step_batch
+from mission_gym.sim.step import reset_batch, step_batch, step_batch_parallel
 
 
 class MissionCore:
@@ -20,11 +21,16 @@ class MissionCore:
 
     :param config: a validated configuration
     :param n_envs: number of environments stepped together
+    :param threads: CPU threads a step uses (numba's pool, at most ``NUMBA_NUM_THREADS``); the envs are split among
+        them and every env's result is the same to the bit whatever the count
     """
 
-    def __init__(self, config: MissionConfig, n_envs: int = 1) -> None:
+    def __init__(self, config: MissionConfig, n_envs: int = 1, threads: int = 1) -> None:
         if n_envs < 1:
             raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.threads = min(threads, n_envs, numba.config.NUMBA_NUM_THREADS)
         self.config = config
         self.static = s = L.build_static(config)
         self.n_envs = n_envs
@@ -92,11 +98,16 @@ class MissionCore:
             actions = actions.reshape(self.n_envs, self.n_attackers)
         actions = actions.astype(np.int64, copy=False)
         s = self.static
-        step_batch(
+        arrays = (
             actions, self.u, self.ev, self.dm, self.wps, s.n_waypoints, self.kd, self.ka, self.rt, self.rsum, self.rng,
             s.up, s.sp, s.circles, s.rects, s.cfg, s.weights, s.penalties, s.rings,
             self.obs, self.rewards, self.terminated, self.truncated,
         )  # fmt: skip
+        if self.threads > 1:
+            numba.set_num_threads(self.threads)
+            step_batch_parallel(*arrays, self.threads)
+        else:
+            step_batch(*arrays)
         return self.obs, self.rewards, self.terminated, self.truncated
 
     # --- reading the state --------------------------------------------------------------------------
