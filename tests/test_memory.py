@@ -281,3 +281,27 @@ def test_cli_measure_tiny_run(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "peak RSS of the training process" in out.stdout
     assert "Estimate vs measured: tiny, 32 steps" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "gpu_gb,cores,ram_gb,expected",
+    [
+        (80.0, 16, 128.0, "beast"),  # a member per core, all on the card
+        (80.0, 8, 64.0, "heavy"),
+        (24.0, 4, 32.0, "fast"),
+        (80.0, 16, 16.0, "heavy"),  # 16 CUDA processes need more host RAM than 16 GiB
+        (1.0, 16, 128.0, "cpu"),  # not even 4 CUDA contexts fit 1 GiB
+        (None, 16, 128.0, "cpu"),
+    ],
+)
+def test_auto_sizes_the_members_to_the_cores_the_card_and_the_ram(gpu_gb, cores, ram_gb, expected) -> None:
+    assert choose_auto_preset(gpu_gb, cores, ram_gb) == expected
+
+
+def test_a_gpu_preset_without_cuda_says_it_trains_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(None, None, 2, 16.0))
+    (line,) = auto.device_notes(load_preset("heavy"))
+    assert "no CUDA device here" in line and "8 members on the CPU, 2 at a time" in line and "--preset cpu" in line
+    assert auto.device_notes(load_preset("cpu")) == []
+    monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(80.0, "fake", 16, 128.0))
+    assert auto.device_notes(load_preset("heavy")) == []

@@ -24,11 +24,7 @@ from mission_gym.ppo.vec_env import ENV_ID as MISSION_ENV_ID
 from mission_gym.ppo.vec_env import make_vec_env
 
 SHIPPED = ["auto", "beast", "cpu", "fast", "heavy", "mujoco", "quick"]
-TABLE = {  # trainer.md's preset table: n_envs, n_steps, target batch, epochs, network
-    "fast": (16, 256, 2048, 15, [512, 512]),
-    "heavy": (32, 256, 4096, 20, [1024, 512, 256]),
-    "beast": (64, 512, 8192, 30, [1024, 512, 512, 256]),
-}
+GPU_MEMBERS = {"fast": 4, "heavy": 8, "beast": 16}  # the cpu recipe scaled: one member per core of the tier
 SHORT_MISSION = {"world": {"physics": {"episode_seconds": 2.5}}}  # 10-step episodes
 
 
@@ -52,11 +48,23 @@ def test_every_preset_loads_and_validates(name):
     assert config.rollout % batch == 0
 
 
-@pytest.mark.parametrize("name", sorted(TABLE))
-def test_gpu_presets_match_the_spec_table(name):
-    c = load_preset(name)
-    assert (c.n_envs, c.n_steps, c.target_batch, c.n_epochs, c.network_arch) == TABLE[name]
-    assert choose_batch_size(c.rollout, c.target_batch) == c.target_batch
+@pytest.mark.parametrize("name", sorted(GPU_MEMBERS))
+def test_gpu_presets_are_the_cpu_recipe_with_their_members(name):
+    gpu, cpu = load_preset(name), load_preset("cpu")
+    assert gpu.population.size == GPU_MEMBERS[name] and gpu.device == "auto" and cpu.device == "cpu"
+    # everything a member learns with is the cpu preset's: its members train what the cpu preset's do
+    same = {"preset", "description", "device", "population"}
+    assert gpu.model_dump(exclude=same) == cpu.model_dump(exclude=same)
+    assert gpu.population.model_dump(exclude={"size"}) == cpu.population.model_dump(exclude={"size"})
+
+
+def test_a_preset_may_start_from_another(tmp_path):
+    (tmp_path / "mine.yaml").write_text("base: cpu\nseed: 7\npopulation: {size: 6}\n")
+    mine = load_preset(tmp_path / "mine.yaml")
+    assert mine.seed == 7 and mine.population.size == 6 and mine.population.cuts == load_preset("cpu").population.cuts
+    (tmp_path / "loop.yaml").write_text("base: loop\n")
+    with pytest.raises(ConfigError, match="start from each other"):
+        load_preset(tmp_path / "loop.yaml")
 
 
 def test_auto_resolves_by_hardware(monkeypatch):

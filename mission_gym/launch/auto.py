@@ -1,8 +1,9 @@
 """``--preset auto``: the preset that suits this machine, chosen with the memory estimator.
 
 A selector preset (``auto.yaml``: ``selector: true``) names a CPU preset and GPU candidates. Without CUDA the CPU
-preset runs; with a GPU, the candidate with the largest estimated GPU memory that fits the card and the host RAM and
-has enough cores for its envs (:func:`choose_auto_preset`).
+preset runs; with a GPU, the candidate with the largest estimated GPU memory (all its members together) that fits the
+card and the host RAM and has a core for each member (:func:`choose_auto_preset`): the member count follows the cores
+and the card.
 """
 
 from __future__ import annotations
@@ -17,10 +18,17 @@ from mission_gym.ppo.memory import estimate_memory, fits
 from mission_gym.ppo.presets import AutoPreset
 from mission_gym.ppo.sizing import shape_from_config
 
-# ``auto`` gives a GPU preset at least n_envs / ENVS_PER_CORE cores (fast 2, heavy 4, beast 8). A heuristic: the
-# native env steps in one thread, but each step also runs policy inference and SB3's Python loop, and torch uses
-# the remaining cores for its CPU-side work; with fewer cores the bigger presets' longer rollouts leave the GPU idle.
+# A single run (no population) gets a core per ENVS_PER_CORE envs: each env step also runs policy inference and
+# SB3's Python loop, and with fewer cores a long rollout leaves the GPU idle. A population gets a core per member:
+# each member is its own process stepping its own envs.
 ENVS_PER_CORE = 8
+
+
+def cores_needed(config: TrainConfig) -> int:
+    """The cores a preset wants: one per population member, or for a single run one per ``ENVS_PER_CORE`` envs."""
+    if config.population.size > 1:
+        return config.population.size
+    return max(1, -(-config.n_envs // ENVS_PER_CORE))
 
 
 def choose_auto_preset(
@@ -44,13 +52,14 @@ def choose_auto_preset(
             raise ConfigError(f"preset {presets.AUTO_PRESET!r} in {directory or presets.presets_dir()} is not a selector")
         rules = found[0]
     if gpu_mem_gb:
-        estimates = [
-            estimate_memory(shape_from_config(presets.load_preset(name, directory), device="cuda", cores=cores))
-            for name in rules.gpu
-        ]
-        for est in sorted(estimates, key=lambda e: e.gpu_bytes, reverse=True):
-            if fits(est, gpu_mem_gb, ram_gb) and cores * ENVS_PER_CORE >= est.shape.n_envs:
-                return next(name for name, e in zip(rules.gpu, estimates) if e is est)
+        candidates = []
+        for name in rules.gpu:
+            config = presets.load_preset(name, directory)
+            est = estimate_memory(shape_from_config(config, device="cuda", cores=cores))
+            candidates.append((name, config, est.scaled(config.population.size)))
+        for name, config, est in sorted(candidates, key=lambda c: c[2].gpu_bytes, reverse=True):
+            if fits(est, gpu_mem_gb, ram_gb) and cores >= cores_needed(config):
+                return name
     return rules.cpu
 
 
@@ -74,3 +83,19 @@ def load_preset(name_or_path: str | Path, directory: str | Path | None = None) -
     :raises ConfigError: naming the file and the key at fault
     """
     return presets.load_preset(*resolve(name_or_path, directory))
+
+
+def device_notes(config: TrainConfig) -> list[str]:
+    """A line for a GPU preset that finds no CUDA device here: it trains on the CPU, slower."""
+    found = presets.read_selector(presets.AUTO_PRESET)
+    if found is None or config.preset not in found[0].gpu or config.device not in ("auto", "cuda"):
+        return []
+    hw = detect_hardware()
+    if hw.gpu_mem_gb:
+        return []
+    members = config.population.size
+    at_once = min(members, hw.cores)
+    return [
+        f"no CUDA device here: the GPU preset {config.preset!r} trains its {members} members on the CPU, {at_once} at a "
+        f"time on {hw.cores} cores (slower; --preset {found[0].cpu} is this machine's)"
+    ]

@@ -158,7 +158,7 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, list[str]]:
     if env_kwargs:
         overrides["env_kwargs"] = env_kwargs  # merged into the preset's by apply_overrides
     config = apply_overrides(preset, overrides)
-    return config, schedule_changes(preset, config)
+    return config, schedule_changes(preset, config) + auto.device_notes(config)
 
 
 def config_for_argv(argv: Sequence[str]) -> TrainConfig:

@@ -330,7 +330,9 @@ class PopulationRun:
         caches they fight over cost throughput (docs/experiments.md, row 98)."""
         cores = core_ids()
         threads = self.config.num_threads or max(1, len(cores) // len(jobs))
-        slots = max(1, len(cores) // threads)
+        # as many at once as the cores hold; fewer members than that share out all the cores (their envs step on
+        # every core they get, their learners keep num_threads)
+        slots = min(len(jobs), max(1, len(cores) // threads))
         if self.backend == "ray":
             from mission_gym.launch.ray_backend import RayUnavailable, run_ray
 

@@ -268,6 +268,13 @@ class MemoryEstimate:
         """The part of the host estimate that lives in env worker processes (not in the main process's RSS)."""
         return self.host.get(HOST_WORKERS, 0.0)
 
+    def scaled(self, processes: int) -> MemoryEstimate:
+        """The estimate of ``processes`` such runs side by side (a population's members), every term times that."""
+        if processes == 1:
+            return self
+        gpu = None if self.gpu is None else {k: v * processes for k, v in self.gpu.items()}
+        return MemoryEstimate(self.shape, self.params, {k: v * processes for k, v in self.host.items()}, gpu)
+
     def breakdown(self) -> str:
         """The breakdown as aligned text lines, MB per term and the totals."""
         s = self.shape

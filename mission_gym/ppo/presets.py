@@ -1,8 +1,10 @@
 """Preset files: YAML files of :class:`~mission_gym.ppo.config.TrainConfig` fields.
 
 The shipped presets live in ``mission_gym/presets/`` (``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, ``mujoco``);
-a user file works the same way. ``auto`` is a *selector* (``selector: true``): it names the presets it picks from by
-hardware, and :mod:`mission_gym.launch.auto` makes the choice; here a selector is read, never run.
+a user file works the same way. A preset may start from another (``base: cpu``): its own keys are merged over the
+base's (mappings key by key, anything else, lists included, replaced), so one recipe serves several scales.
+``auto`` is a *selector* (``selector: true``): it names the presets it picks from by hardware, and
+:mod:`mission_gym.launch.auto` makes the choice; here a selector is read, never run.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mission_gym.config.loader import suggest
+from mission_gym.config.loader import deep_merge, suggest
 from mission_gym.config.yaml_io import ConfigError, read_yaml, validate
 from mission_gym.ppo.config import TrainConfig
 
@@ -88,11 +90,26 @@ def read_preset_data(name_or_path: str | Path, directory: str | Path | None = No
     :raises ConfigError: for a selector (resolve it with :func:`mission_gym.launch.auto.load_preset`)
     """
     path = preset_path(name_or_path, directory)
-    data = _read_mapping(path)
+    data = _with_base(path, directory, seen=[])
     if data.get("selector") is True:
         raise ConfigError(f"preset {path.stem!r} picks another preset by hardware; it is resolved by mission_gym.launch.auto")
     name = path.stem if path.parent == (Path(directory) if directory is not None else presets_dir()) else str(path)
     return {"preset": name, **data}, str(path)
+
+
+def _with_base(path: Path, directory: str | Path | None, seen: list[Path]) -> dict[str, Any]:
+    """A preset file's mapping merged over its ``base`` (a preset name in the same directory, or a path)."""
+    data = _read_mapping(path)
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: base: expected a preset name or file, got {base!r}")
+    if path.resolve() in seen:
+        raise ConfigError(f"{path}: base: presets that start from each other ({' -> '.join(p.name for p in seen)})")
+    beside = path.parent / f"{base}.yaml"  # a preset beside this one, else a shipped one (or a path)
+    base_path = beside if beside.is_file() else preset_path(base, directory)
+    return deep_merge(_with_base(base_path, directory, [*seen, path.resolve()]), data)
 
 
 def load_preset(name_or_path: str | Path, directory: str | Path | None = None) -> TrainConfig:

@@ -103,7 +103,8 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
 def largest_fitting_preset(
     gpu_mem_gb: float | None, ram_gb: float, presets: Mapping[str, TrainConfig], device: str = "cuda"
 ) -> tuple[str | None, list[tuple[str, MemoryEstimate, bool]]]:
-    """The preset with the largest estimate that fits, and every preset's estimate with its verdict (largest first).
+    """The preset with the largest estimate that fits (all of a population's members together), and every preset's
+    estimate with its verdict (largest first).
 
     :param gpu_mem_gb: GPU memory budget in GiB (None: judge host RAM only)
     :param ram_gb: host RAM budget in GiB
@@ -112,7 +113,7 @@ def largest_fitting_preset(
     """
     rows = []
     for name, config in presets.items():
-        est = estimate_memory(shape_from_config(config, device=device))
+        est = estimate_memory(shape_from_config(config, device=device)).scaled(config.population.size)
         rows.append((name, est, fits(est, gpu_mem_gb, ram_gb)))
     rows.sort(key=lambda r: (r[1].gpu_bytes, r[1].host_bytes), reverse=True)
     best = next((name for name, _, ok in rows if ok), None)

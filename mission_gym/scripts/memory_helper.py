@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mission_gym.hardware import GB, MB, detect_hardware
+from mission_gym.launch.auto import cores_needed
 from mission_gym.ppo import memory as mem
 from mission_gym.ppo.config import TrainConfig, apply_overrides
 from mission_gym.ppo.presets import is_selector, load_preset, load_presets, preset_names, presets_dir
@@ -42,11 +43,13 @@ def compare(presets: dict[str, Any]) -> None:
     rows = []
     for name, config in presets.items():
         shape = shape_from_config(config, device="cpu")
-        on_cpu = mem.estimate_memory(shape)
-        on_gpu = mem.estimate_memory(shape.with_device("cuda"))
+        members = config.population.size
+        on_cpu = mem.estimate_memory(shape).scaled(members)
+        on_gpu = mem.estimate_memory(shape.with_device("cuda")).scaled(members)
         rows.append(
             [
                 name,
+                str(members),
                 f"{shape.n_envs}×{shape.n_steps} = {shape.rollout:,}",
                 str(shape.batch_size),
                 ",".join(map(str, shape.net_arch)),
@@ -56,12 +59,14 @@ def compare(presets: dict[str, Any]) -> None:
                 _mb(on_cpu.host_bytes),
                 _mb(on_gpu.host_bytes),
                 _mb(on_gpu.gpu_bytes),
+                str(cores_needed(config)),
             ]
         )
     _print_table(
         "Estimated peak memory per preset (python -m mission_gym.scripts.memory_helper --compare)",
         [
             "preset",
+            "members",
             "n_envs×n_steps",
             "batch",
             "network",
@@ -71,10 +76,15 @@ def compare(presets: dict[str, Any]) -> None:
             "host RAM (cpu)",
             "host RAM (cuda)",
             "GPU memory (cuda)",
+            "cores",
         ],  # fmt: skip
         rows,
     )
-    print("GPU memory is what nvidia-smi would show (CUDA context included); host RAM includes env worker processes.")
+    print(
+        "Memory is of all of a preset's members together (one process each; the rollout buffer and parameters are per "
+        "member). GPU memory is what nvidia-smi would show (a CUDA context per member included); host RAM includes env "
+        "worker processes. cores: what `auto` wants (a core per member)."
+    )
 
 
 def best_for_memory(presets: dict[str, Any], gpu_gb: float, ram_gb: float) -> None:
