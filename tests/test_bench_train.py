@@ -57,3 +57,22 @@ def test_env_sweep_measures_the_native_env_on_each_thread_count(tmp_path: Path) 
     assert all(float(r["steps_per_s"]) > 0 and float(r["vs_single"]) > 0 for r in rows)
     bad = subprocess.run([*cmd[:3], "--mode", "env", "--threads", "0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--threads" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_baseline_times_sb3_defaults_on_the_presets_env(tmp_path: Path) -> None:
+    """--baseline sb3-defaults: SB3's PPO as it comes (1 env, 2,048 steps, minibatches of 64) on the preset's env,
+    timed right after the preset, and the preset's speed-up over it printed."""
+    pytest.importorskip("mujoco")
+    out = run_bench("--preset", "hopper", "--rollouts", "1", "--seconds", "0.1", "--device", "cpu",
+                    "--baseline", "sb3-defaults", "--csv", str(tmp_path / "b.csv"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((tmp_path / "b.csv").open()))
+    assert [r["algo"] for r in rows] == ["lean", "sb3-defaults"]
+    preset, base = rows
+    assert {r["env"] for r in rows} == {"Hopper-v5"}
+    assert (preset["vec_env"], preset["n_envs"]) == ("native", "8")  # the preset's own batching
+    assert (base["vec_env"], base["n_envs"], base["batch_size"], base["timesteps"]) == ("dummy", "1", "64", "2048")
+    assert all(float(r["fps"]) > 0 and float(r["cpu_fps"]) > 0 and float(r["env_steps_per_s"]) > 0 for r in rows)
+    ratio = float(preset["fps"]) / float(base["fps"])
+    assert f"hopper (lean, native, 8 envs) on Hopper-v5: " in out.stdout and f"= {ratio:.2f}x" in out.stdout
+    assert "per CPU second" in out.stdout

@@ -23,7 +23,7 @@ from mission_gym.ppo.trainer import Trainer
 from mission_gym.ppo.vec_env import ENV_ID as MISSION_ENV_ID
 from mission_gym.ppo.vec_env import make_vec_env
 
-SHIPPED = ["auto", "beast", "cpu", "fast", "heavy", "mujoco", "quick"]
+SHIPPED = ["auto", "beast", "cpu", "fast", "halfcheetah", "heavy", "hopper", "mujoco", "quick", "walker2d"]
 GPU_MEMBERS = {"fast": 4, "heavy": 8, "beast": 16}  # the cpu recipe scaled: one member per core of the tier
 SHORT_MISSION = {"world": {"physics": {"episode_seconds": 2.5}}}  # 10-step episodes
 

@@ -158,7 +158,7 @@ def build_run(
 
     PPO = algorithm or LeanPPO
 
-    kind = resolve_kind(config.vec_env, config.env, config.n_envs, available_cores())
+    kind = resolve_kind(config.vec_env, config.env, config.n_envs, available_cores(), config.env_kwargs)
     parent = parent_stats = parent_info = None
     if parent_checkpoint is not None:
         parent, parent_stats, parent_info = _load_parent(parent_checkpoint, runs_dir)

@@ -1,5 +1,6 @@
 """The measuring harness: train a few rollouts of a configuration in this process, built exactly as the trainer
-builds it, and measure its speed and peaks (host RSS, env workers, CUDA allocator and NVML), for comparison with
+builds it (or SB3's own PPO with its defaults, the reference a preset's speed is compared with), and measure its
+speed and peaks (host RSS, env workers, CUDA allocator and NVML), for comparison with
 :func:`~mission_gym.ppo.memory.estimate_memory` (``memory_helper --measure``, ``bench --mode train``). Rollout and
 update times come from the trainer's own :class:`~mission_gym.ppo.callbacks.TimingCallback`.
 """
@@ -33,6 +34,8 @@ class Measurement:
     :param timesteps: env steps trained
     :param rollout_s: time spent collecting rollouts (env steps and policy inference)
     :param update_s: time spent in PPO updates
+    :param cpu_s: CPU time (user + system) of this process and its env workers over the timed rollouts; on a
+        machine shared with other work, ``timesteps / cpu_s`` is the speed the run would have on a core of its own
     """
 
     peak_rss_bytes: float
@@ -45,6 +48,7 @@ class Measurement:
     timesteps: int = 0
     rollout_s: float = 0.0
     update_s: float = 0.0
+    cpu_s: float = 0.0
 
 
 ALGORITHMS = ("lean", "sb3")
@@ -65,28 +69,76 @@ def measure_training(
         with the same configuration, for a side-by-side comparison)
     :param threads: learner torch threads (None: the configuration's, else the trainer's choice)
     """
-    import torch
-
     from mission_gym.ppo.build import build_run, finalize_config
-    from mission_gym.ppo.monitor import ResourceSampler
 
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm {algorithm!r} is not valid; valid: {', '.join(ALGORITHMS)}")
     config = finalize_config(config if threads is None else config.model_copy(update={"num_threads": threads}))
     setup = build_run(config, algorithm=None if algorithm == "lean" else _sb3_ppo())
-    model = setup.model
-    on_cuda = setup.device.startswith("cuda") and torch.cuda.is_available()
+    try:
+        return _time_learning(setup.model, config.rollout, rollouts, warmup, setup.device)
+    finally:
+        setup.close()
+
+
+#: SB3's PPO as it comes, the reference of ``bench --baseline sb3-defaults``
+SB3_DEFAULTS = "sb3-defaults"
+
+
+def measure_sb3_defaults(
+    env_id: str,
+    env_kwargs: dict[str, Any] | None = None,
+    rollouts: int = 2,
+    warmup: int = 1,
+    threads: int = 1,
+    device: str = "cpu",
+    seed: int = 0,
+) -> Measurement:
+    """Train SB3's own ``PPO("MlpPolicy", env)``, every hyperparameter SB3's default (one env, 2,048-step rollouts,
+    minibatches of 64, 10 epochs, [64, 64] tanh, no normalisation), on ``env_id`` as SB3's ``make_vec_env`` builds
+    it (a ``DummyVecEnv`` of one ``Monitor``-wrapped env), and measure it as :func:`measure_training` does: the
+    reference for the speed of a preset on the same env and machine. Call it in a fresh process.
+
+    :param rollouts: rollouts of 2,048 steps timed
+    :param warmup: rollouts trained first, not timed
+    :param threads: torch threads
+    """
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from mission_gym.ppo.vec_env import check_env_id
+
+    check_env_id(env_id)
+    torch.set_num_threads(threads)
+    env = make_vec_env(env_id, n_envs=1, seed=seed, env_kwargs=env_kwargs)
+    try:
+        model = PPO("MlpPolicy", env, seed=seed, device=device)
+        return _time_learning(model, model.n_steps * env.num_envs, rollouts, warmup, device)
+    finally:
+        env.close()
+
+
+def _time_learning(model: Any, rollout: int, rollouts: int, warmup: int, device: str) -> Measurement:
+    """Train ``warmup`` rollouts of ``rollout`` env steps, then time ``rollouts`` more and measure the peaks."""
+    import torch
+
+    from mission_gym.ppo.monitor import ResourceSampler
+
+    on_cuda = device.startswith("cuda") and torch.cuda.is_available()
     if warmup:
-        model.learn(warmup * config.rollout)
+        model.learn(warmup * rollout)
     if on_cuda:
         torch.cuda.reset_peak_memory_stats()
-    sampler = ResourceSampler(device=setup.device, hz=10.0)
+    sampler = ResourceSampler(device=device, hz=10.0)
     timings = Timings()
+    cpu_start = _cpu_seconds()
     start = time.perf_counter()
     with sampler:
-        model.learn(rollouts * config.rollout, callback=TimingCallback(timings), reset_num_timesteps=False)
+        model.learn(rollouts * rollout, callback=TimingCallback(timings), reset_num_timesteps=False)
     timings.close_update(time.perf_counter())
     seconds = time.perf_counter() - start
+    cpu_s = _cpu_seconds() - cpu_start
     window = sampler.drain()
     workers = 0.0
     for child in psutil.Process().children(recursive=True):
@@ -98,17 +150,29 @@ def measure_training(
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         worker_bytes=workers,
         seconds=seconds,
-        timesteps=rollouts * config.rollout,
+        timesteps=rollouts * rollout,
         rollout_s=timings.rollout_s,
         update_s=timings.train_s,
+        cpu_s=cpu_s,
     )
     if on_cuda:
         out.cuda_max_allocated = torch.cuda.max_memory_allocated()
         out.cuda_max_reserved = torch.cuda.max_memory_reserved()
         out.nvml_used_peak = window.get("gpu/mem_used_mb", 0.0) * MB
-        out.nvml_process_used = _nvml_process_memory(setup.device)
-    setup.close()
+        out.nvml_process_used = _nvml_process_memory(device)
     return out
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its live child processes (subproc env workers)."""
+    total = time.process_time()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
 
 
 def _sb3_ppo() -> Any:

@@ -82,7 +82,7 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
             from mission_gym.hardware import available_cores
 
             cores = available_cores()
-        vec_env = resolve_kind(vec_env, config.env, config.n_envs, cores)
+        vec_env = resolve_kind(vec_env, config.env, config.n_envs, cores, config.env_kwargs)
     dev = device or config.device
     spaces = env_spaces(config.env, config.env_kwargs) if config.env != ENV_ID or config.env_kwargs else {}
     return RunShape(

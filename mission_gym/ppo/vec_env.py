@@ -1,5 +1,6 @@
-"""The vectorised training environment: ``native`` (Mission Gym's batched VecEnv), ``subproc`` or ``dummy``,
-always under a ``VecMonitor``, and under a ``VecNormalize`` when the configuration asks for one.
+"""The vectorised training environment: ``native`` (an env's own batched VecEnv: Mission Gym's ``MissionVecEnv``,
+or :class:`~mission_gym.ppo.mujoco_vec.MujocoVecEnv` for Hopper-v5, Walker2d-v5 and HalfCheetah-v5), ``subproc``
+or ``dummy``, always under a ``VecMonitor``, and under a ``VecNormalize`` when the configuration asks for one.
 
 This module imports no SB3 or torch at the top: env worker processes import it to build their env.
 """
@@ -48,17 +49,38 @@ def check_env_id(env_id: str) -> None:
         raise ConfigError(f"--env {env_id!r} is not a registered Gymnasium id{hint}; e.g. {ENV_ID}, Hopper-v5")
 
 
-def resolve_kind(kind: str, env_id: str, n_envs: int, cores: int) -> str:
-    """The vec-env kind for ``auto``: native for Mission Gym, subproc for other ids with several envs and cores.
+#: the Gymnasium ids with a ``native`` VecEnv besides Mission Gym (:mod:`mission_gym.ppo.mujoco_vec`)
+NATIVE_MUJOCO = ("Hopper-v5", "Walker2d-v5", "HalfCheetah-v5")
 
-    :raises ConfigError: for ``native`` with an env other than Mission Gym
+
+def has_native(env_id: str, env_kwargs: dict[str, Any] | None = None) -> bool:
+    """Whether ``env_id`` has a batched VecEnv of its own: Mission Gym, and the MuJoCo tasks
+    :class:`~mission_gym.ppo.mujoco_vec.MujocoVecEnv` steps (unless their arguments ask for something it does not do,
+    such as rendering)."""
+    if env_id == ENV_ID:
+        return True
+    if env_id not in NATIVE_MUJOCO:
+        return False
+    from mission_gym.ppo.mujoco_vec import supports
+
+    return supports(env_id, env_kwargs)
+
+
+def resolve_kind(kind: str, env_id: str, n_envs: int, cores: int, env_kwargs: dict[str, Any] | None = None) -> str:
+    """The vec-env kind for ``auto``: native where the env has one (:func:`has_native`), else subproc for several envs
+    and cores, else dummy.
+
+    :raises ConfigError: for ``native`` with an env that has none
     """
     if kind == "auto":
-        if env_id == ENV_ID:
+        if has_native(env_id, env_kwargs):
             return "native"
         return "subproc" if n_envs > 1 and cores > 1 else "dummy"
-    if kind == "native" and env_id != ENV_ID:
-        raise ConfigError(f"--vec-env native is Mission Gym's own batched env (only for {ENV_ID}); use subproc or dummy")
+    if kind == "native" and not has_native(env_id, env_kwargs):
+        raise ConfigError(
+            f"--vec-env native is the batched env of {ENV_ID} and of {', '.join(NATIVE_MUJOCO)} (with arguments it "
+            f"supports), not of {env_id}; use subproc or dummy"
+        )
     if kind not in VEC_ENV_KINDS:
         raise ConfigError(
             f"--vec-env {kind!r} is not valid{suggest(kind, list(VEC_ENV_KINDS))}; valid: auto, native, subproc, dummy"
@@ -138,7 +160,8 @@ def make_vec_env(
 
     :param env_id: a registered Gymnasium id
     :param n_envs: number of envs
-    :param kind: ``native``, ``subproc`` or ``dummy`` (see :func:`resolve_kind` for ``auto``)
+    :param kind: ``native`` (Mission Gym's or a MuJoCo task's own), ``subproc`` or ``dummy`` (see :func:`resolve_kind`
+        for ``auto``)
     :param seed: env ``i`` is seeded with ``seed + i`` at the first reset
     :param env_kwargs: keyword arguments of the env (Mission Gym: config sections, ``config_dir``, ``scenario``)
     :param normalize: wrap in ``VecNormalize`` (observations)
@@ -151,13 +174,23 @@ def make_vec_env(
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
 
     env_kwargs = dict(env_kwargs or {})
-    if kind == "native":
+    if kind == "native" and env_id == ENV_ID:
         from mission_gym.envs import MissionVecEnv
 
         try:
             venv: VecEnv = MissionVecEnv(n_envs, seed=seed, threads=threads, **env_kwargs)
         except TypeError as exc:
             raise ConfigError(f"--env-kwargs for {env_id}: {exc}") from None
+    elif kind == "native":
+        from mission_gym.ppo.mujoco_vec import MujocoVecEnv
+
+        probe_spaces(env_id, env_kwargs)
+        try:
+            venv = MujocoVecEnv(env_id, n_envs, env_kwargs)
+        except ValueError as exc:
+            raise ConfigError(f"--vec-env native: {exc}") from None
+        if seed is not None:
+            venv.seed(seed)
     else:
         probe_spaces(env_id, env_kwargs)
         if kind == "subproc":

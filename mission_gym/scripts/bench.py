@@ -10,7 +10,10 @@ builds it (after a warm-up rollout; one fresh process per configuration, so each
 thread unless ``--num-threads``): env steps/s, end-to-end training FPS, the share of time in rollouts vs updates, peak
 RSS (and env workers' memory) and, on CUDA, peak GPU memory, next to the memory estimator's figures.
 ``--algo lean sb3`` also trains SB3's own ``PPO`` on the same configuration and prints the speed-up of the trainer's
-:class:`~mission_gym.ppo.lean.LeanPPO` over it, from the same run. ``--n-envs`` and ``--vec-env`` sweep other sizes;
+:class:`~mission_gym.ppo.lean.LeanPPO` over it, from the same run; ``--baseline sb3-defaults`` times, right after each
+preset, SB3's own ``PPO`` with every default on the preset's env (what a user of SB3 starts from) and prints the
+preset's speed-up over it, per wall-clock second and per CPU second (the latter holds on a machine shared with other
+work). Each preset runs on its own vec-env kind; ``--n-envs`` and ``--vec-env`` sweep other sizes and kinds;
 ``--csv`` writes the rows, ``--plot PNG`` draws FPS and memory against n_envs.
 """
 
@@ -129,37 +132,50 @@ TRAIN_KINDS: tuple[str, ...] = ("native", "dummy", "subproc")
 
 
 def train_one(
-    preset: str, n_envs: int | None, vec_env: str, rollouts: int, device: str, algo: str = "lean", threads: int = 1
+    preset: str, n_envs: int | None, vec_env: str | None, rollouts: int, device: str, algo: str = "lean", threads: int = 1
 ) -> dict[str, object]:
-    """Train ``rollouts`` rollouts of ``preset`` (``n_envs`` envs, None: its own) in this process, after a warm-up
-    rollout; the measured row (JSON-able). The batch size follows the preset's rule for the new rollout size.
+    """Train ``rollouts`` rollouts of ``preset`` (``n_envs`` envs, None: its own; ``vec_env`` None: its own kind) in
+    this process, after a warm-up rollout; the measured row (JSON-able). The batch size follows the preset's rule for
+    the new rollout size. ``algo`` ``sb3-defaults`` measures SB3's own PPO with its defaults on the preset's env
+    instead (:func:`~mission_gym.ppo.measure.measure_sb3_defaults`; ``rollouts`` of its 2,048 steps).
     """
     from mission_gym.hardware import MB
     from mission_gym.ppo.config import apply_overrides
-    from mission_gym.ppo.measure import measure_training
+    from mission_gym.ppo.measure import SB3_DEFAULTS, measure_sb3_defaults, measure_training
     from mission_gym.ppo.memory import estimate_memory
     from mission_gym.ppo.presets import load_preset
     from mission_gym.ppo.sizing import shape_from_config
 
     config = load_preset(preset)
-    sizes = {"vec_env": vec_env, "device": device, "population": {"size": 1}}
-    if n_envs is not None and n_envs != config.n_envs:
-        sizes.update(n_envs=n_envs, batch_size="auto")
+    sizes: dict[str, object] = {"device": device, "population": {"size": 1}}
+    if algo == SB3_DEFAULTS:  # SB3's PPO() on one DummyVecEnv env: the shape the memory estimator sees
+        sizes.update(n_envs=1, n_steps=2048, batch_size=64, n_epochs=10, network_arch=[64, 64], activation="tanh",
+                     vec_env="dummy", normalize=False, normalize_reward=False)  # fmt: skip
+    else:
+        if vec_env is not None:
+            sizes["vec_env"] = vec_env
+        if n_envs is not None and n_envs != config.n_envs:
+            sizes.update(n_envs=n_envs, batch_size="auto")
     config = apply_overrides(config, sizes, source="bench")
     shape = shape_from_config(config)
     est = estimate_memory(shape)
-    got = measure_training(config, rollouts=rollouts, algorithm=algo, threads=threads)
+    if algo == SB3_DEFAULTS:
+        got = measure_sb3_defaults(config.env, config.env_kwargs, rollouts=rollouts, threads=threads, device=device)
+    else:
+        got = measure_training(config, rollouts=rollouts, algorithm=algo, threads=threads)
     busy = got.rollout_s + got.update_s
     return {
         "preset": preset,
+        "env": config.env,
         "algo": algo,
         "threads": threads,
-        "vec_env": vec_env,
+        "vec_env": shape.vec_env,
         "n_envs": config.n_envs,
         "device": device,
         "batch_size": shape.batch_size,
         "timesteps": got.timesteps,
         "fps": got.timesteps / got.seconds,
+        "cpu_fps": got.timesteps / got.cpu_s if got.cpu_s > 0 else None,
         "rollout_share": got.rollout_s / busy if busy else None,
         "peak_rss_mb": got.peak_rss_bytes / MB,
         "workers_mb": got.worker_bytes / MB,
@@ -170,9 +186,32 @@ def train_one(
     }
 
 
+def bench_gym_env(env_id: str, kind: str, n_envs: int, seconds: float, seed: int = 0) -> float:
+    """Env steps per second of a Gymnasium id batched as the trainer batches it (``native``, ``dummy`` or ``subproc``;
+    no normalisation), random actions, measured for about ``seconds`` after a warm-up."""
+    from mission_gym.ppo.vec_env import make_vec_env
+
+    venv = make_vec_env(env_id, n_envs, kind, seed=seed)
+    try:
+        venv.reset()
+        space = venv.action_space
+        space.seed(seed)
+        actions = [np.stack([space.sample() for _ in range(n_envs)]) for _ in range(64)]
+        for k in range(3):
+            venv.step(actions[k])
+        rounds = 0
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            venv.step(actions[rounds % len(actions)])
+            rounds += 1
+        return rounds * n_envs / (time.perf_counter() - start)
+    finally:
+        venv.close()
+
+
 def run_train_sweep(
     presets: list[str],
-    kinds: list[str],
+    kinds: list[str | None],
     n_envs_list: list[int | None],
     rollouts: int,
     device: str,
@@ -180,47 +219,59 @@ def run_train_sweep(
     max_subproc: int,
     algos: list[str] | None = None,
     threads: int = 1,
+    baseline: str | None = None,
 ) -> list[dict[str, object]]:
-    """Every (preset, vec-env kind, n_envs, algorithm): a fresh ``python -m mission_gym.scripts.bench --train-worker``
-    process trains a few rollouts; env-only steps/s of each (kind, n_envs) is measured once in this process."""
-    env_sps: dict[tuple[str, int], float] = {}
+    """Every (preset, vec-env kind (None: the preset's own), n_envs, algorithm), and after each preset the
+    ``baseline`` (``sb3-defaults``: SB3's own PPO with its defaults on the preset's env) when asked: a fresh
+    ``python -m mission_gym.scripts.bench --train-worker`` process trains a few rollouts of each; env-only steps/s of
+    each (env, kind, n_envs) is measured once in this process."""
+    from mission_gym import ENV_ID
+
+    env_sps: dict[tuple[str, str, int], float] = {}
     rows: list[dict[str, object]] = []
     for preset in presets:
-        for kind in kinds:
-            for n in n_envs_list:
-                if kind == "subproc" and n is not None and n > max_subproc:
-                    print(f"  skip {preset} {kind} n_envs={n} (> --max-subproc {max_subproc})", file=sys.stderr)
-                    continue
-                for algo in algos or ["lean"]:
-                    cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--train-worker",
-                           json.dumps([preset, n, kind, rollouts, device, algo, threads])]  # fmt: skip
-                    proc = subprocess.run(cmd, capture_output=True, text=True)
-                    if proc.returncode != 0:
-                        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                        rows.append({"preset": preset, "algo": algo, "vec_env": kind, "n_envs": n, "error": tail})
-                        print(f"  {preset:>6} {algo:>4} {kind:>8} n_envs={n} failed: {tail}", file=sys.stderr)
-                        continue
-                    row = json.loads(proc.stdout.strip().splitlines()[-1])
-                    key = (kind, int(row["n_envs"]))
-                    if key not in env_sps:
-                        env_sps[key] = bench_env(kind, key[1], env_seconds)
-                    row["env_steps_per_s"] = env_sps[key]
-                    rows.append(row)
-                    print(
-                        f"  {preset:>6} {algo:>4} {kind:>8} n_envs={row['n_envs']:<5} {row['fps']:>9,.0f} FPS  "
-                        f"peak RSS {row['peak_rss_mb']:,.0f} MB",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+        jobs = [(kind, n, algo) for kind in kinds for n in n_envs_list for algo in algos or ["lean"]]
+        if baseline is not None:
+            jobs.append((None, None, baseline))
+        for kind, n, algo in jobs:
+            if kind == "subproc" and n is not None and n > max_subproc:
+                print(f"  skip {preset} {kind} n_envs={n} (> --max-subproc {max_subproc})", file=sys.stderr)
+                continue
+            cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--train-worker",
+                   json.dumps([preset, n, kind, rollouts, device, algo, threads])]  # fmt: skip
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                rows.append({"preset": preset, "algo": algo, "vec_env": kind or "-", "n_envs": n, "error": tail})
+                print(f"  {preset:>6} {algo:>4} {kind or 'own'} n_envs={n} failed: {tail}", file=sys.stderr)
+                continue
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            key = (str(row["env"]), str(row["vec_env"]), int(row["n_envs"]))
+            if key not in env_sps:
+                if key[0] == ENV_ID:
+                    env_sps[key] = bench_env(key[1], key[2], env_seconds)
+                else:
+                    env_sps[key] = bench_gym_env(key[0], key[1], key[2], env_seconds)
+            row["env_steps_per_s"] = env_sps[key]
+            rows.append(row)
+            print(
+                f"  {preset:>6} {algo:>4} {row['vec_env']:>8} n_envs={row['n_envs']:<5} {row['fps']:>9,.0f} FPS  "
+                f"peak RSS {row['peak_rss_mb']:,.0f} MB",
+                file=sys.stderr,
+                flush=True,
+            )
     return rows
 
 
 def speedups(rows: list[dict[str, object]]) -> list[str]:
-    """``lean`` over ``sb3`` per configuration measured both ways, as lines."""
+    """``lean`` over ``sb3`` per configuration measured both ways, and each preset's rows over its ``sb3-defaults``
+    baseline (per wall-clock and per CPU second), as lines."""
+    from mission_gym.ppo.measure import SB3_DEFAULTS
+
+    done = [r for r in rows if "error" not in r]
     by: dict[tuple[object, ...], dict[str, float]] = {}
-    for r in rows:
-        if "error" not in r:
-            by.setdefault((r["preset"], r["vec_env"], r["n_envs"], r["threads"]), {})[str(r["algo"])] = float(r["fps"])  # type: ignore[arg-type]
+    for r in done:
+        by.setdefault((r["preset"], r["vec_env"], r["n_envs"], r["threads"]), {})[str(r["algo"])] = float(r["fps"])  # type: ignore[arg-type]
     out = []
     for (preset, kind, n, threads), fps in by.items():
         if "lean" in fps and "sb3" in fps:
@@ -228,7 +279,24 @@ def speedups(rows: list[dict[str, object]]) -> list[str]:
                 f"{preset} ({kind}, {n} envs, {threads} learner thread(s)): {fps['lean']:,.0f} steps/s with the trainer's "
                 f"LeanPPO vs {fps['sb3']:,.0f} with SB3's PPO = {fps['lean'] / fps['sb3']:.2f}x"
             )
+    base = {r["preset"]: r for r in done if r["algo"] == SB3_DEFAULTS}
+    for r in done:
+        ref = base.get(r["preset"])
+        if ref is None or r is ref:
+            continue
+        line = (
+            f"{r['preset']} ({r['algo']}, {r['vec_env']}, {r['n_envs']} envs) on {ref['env']}: {_num(r['fps']):,.0f} "
+            f"steps/s vs SB3's defaults {_num(ref['fps']):,.0f} = {_num(r['fps']) / _num(ref['fps']):.2f}x"
+        )
+        if r.get("cpu_fps") and ref.get("cpu_fps"):
+            mine, theirs = _num(r["cpu_fps"]), _num(ref["cpu_fps"])
+            line += f"; per CPU second {mine:,.0f} vs {theirs:,.0f} = {mine / theirs:.2f}x"
+        out.append(line)
     return out
+
+
+def _num(value: object) -> float:
+    return float(value)  # type: ignore[arg-type]
 
 
 def print_train_table(rows: list[dict[str, object]], title: str) -> None:
@@ -236,8 +304,8 @@ def print_train_table(rows: list[dict[str, object]], title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    cols = ["preset", "algo", "threads", "vec-env", "n_envs", "batch", "env steps/s", "train FPS", "rollout share",
-            "peak RSS", "workers", "est. host", "GPU max alloc", "GPU NVML peak", "est. GPU"]  # fmt: skip
+    cols = ["preset", "algo", "threads", "vec-env", "n_envs", "batch", "env steps/s", "train FPS", "per CPU s",
+            "rollout share", "peak RSS", "workers", "est. host", "GPU max alloc", "GPU NVML peak", "est. GPU"]  # fmt: skip
     table = Table(title=title)
     for col in cols:
         table.add_column(col, justify="left" if col in ("preset", "algo", "vec-env") else "right")
@@ -247,14 +315,15 @@ def print_train_table(rows: list[dict[str, object]], title: str) -> None:
 
     for r in rows:
         if "error" in r:
-            table.add_row(str(r["preset"]), str(r["algo"]), "-", str(r["vec_env"]), str(r["n_envs"]), *["-"] * 9,
+            table.add_row(str(r["preset"]), str(r["algo"]), "-", str(r["vec_env"]), str(r["n_envs"]), *["-"] * 10,
                           f"failed: {r['error']}"[:40])  # fmt: skip
             continue
         share = r["rollout_share"]
         table.add_row(
             str(r["preset"]), str(r["algo"]), str(r["threads"]), str(r["vec_env"]), str(r["n_envs"]), str(r["batch_size"]),
             f"{r['env_steps_per_s']:,.0f}",
-            f"{r['fps']:,.0f}", "-" if share is None else f"{share:.0%}", mb(r["peak_rss_mb"]), mb(r["workers_mb"]),
+            f"{r['fps']:,.0f}", "-" if not r.get("cpu_fps") else f"{r['cpu_fps']:,.0f}",
+            "-" if share is None else f"{share:.0%}", mb(r["peak_rss_mb"]), mb(r["workers_mb"]),
             mb(r["est_host_mb"]), mb(r["gpu_max_allocated_mb"]), mb(r["gpu_nvml_peak_mb"]), mb(r["est_gpu_mb"]),
         )  # fmt: skip
     Console(width=200).print(table)
@@ -347,6 +416,12 @@ def build_parser() -> CliParser:
         "--algo", nargs="+", choices=["lean", "sb3"], default=["lean"],
         help="--mode train: the trainer's LeanPPO and/or SB3's own PPO on the same configuration [lean]",
     )  # fmt: skip
+    p.add_argument(
+        "--baseline", choices=["sb3-defaults"], default=None,
+        help="--mode train: also time, right after each preset, SB3's own PPO with every default (PPO('MlpPolicy', "
+             "env): 1 env, 2,048-step rollouts, minibatches of 64, 10 epochs, [64, 64] tanh) on the preset's env, and "
+             "print each preset's speed-up over it",
+    )  # fmt: skip
     p.add_argument("--num-threads", type=int, default=1, help="--mode train: learner torch threads [1]")
     p.add_argument("--device", default="auto", help="training device for --mode train: auto, cpu, cuda[:i]")
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="--mode train: also draw FPS and memory to PNG")
@@ -356,8 +431,9 @@ def build_parser() -> CliParser:
         help=f"n_envs values to sweep [--mode env: {' '.join(map(str, DEFAULT_N_ENVS))}; --mode train: the preset's own]",
     )  # fmt: skip
     p.add_argument(
-        "--vec-env", nargs="+", default=list(ENV_KINDS), metavar="KIND", help=f"kinds to measure: {', '.join(ENV_KINDS)}"
-    )
+        "--vec-env", nargs="+", default=None, metavar="KIND",
+        help=f"kinds to measure [--mode env: {', '.join(ENV_KINDS)}; --mode train: the preset's own]",
+    )  # fmt: skip
     p.add_argument("--seconds", type=float, default=2.0, help="measuring time per configuration")
     p.add_argument(
         "--threads", type=int, nargs="+", default=None, metavar="N",
@@ -373,7 +449,7 @@ def _train_mode(args: argparse.Namespace) -> int:
     from mission_gym.ppo.presets import is_selector, preset_names
 
     names = preset_names()
-    bad = [k for k in args.vec_env if k not in TRAIN_KINDS]
+    bad = [k for k in args.vec_env or [] if k not in TRAIN_KINDS]
     if bad:
         return fail(f"--vec-env {bad[0]!r} is not valid for --mode train{suggest(bad[0], list(TRAIN_KINDS))}; "
                     f"valid: {', '.join(TRAIN_KINDS)}")  # fmt: skip
@@ -391,8 +467,9 @@ def _train_mode(args: argparse.Namespace) -> int:
     if args.num_threads < 1:
         return fail(f"--num-threads must be >= 1, got {args.num_threads}")
     n_envs: list[int | None] = sorted(set(args.n_envs)) if args.n_envs else [None]
-    rows = run_train_sweep(args.preset, args.vec_env, n_envs, args.rollouts, device, args.seconds, args.max_subproc,
-                           args.algo, args.num_threads)  # fmt: skip
+    kinds: list[str | None] = list(args.vec_env) if args.vec_env else [None]
+    rows = run_train_sweep(args.preset, kinds, n_envs, args.rollouts, device, args.seconds, args.max_subproc,
+                           args.algo, args.num_threads, args.baseline)  # fmt: skip
     print_train_table(rows, f"PPO training on {device}: {args.rollouts} rollouts per configuration after one of warm-up")
     for line in speedups(rows):
         print(line)
@@ -418,10 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     if any(n < 1 for n in args.n_envs or []) or args.seconds <= 0:
         return fail(f"--n-envs values and --seconds must be positive (got {args.n_envs}, {args.seconds})")
     if args.mode == "train":
-        if args.vec_env == list(ENV_KINDS):
-            args.vec_env = ["native"]
         return _train_mode(args)
     args.n_envs = args.n_envs or list(DEFAULT_N_ENVS)
+    args.vec_env = args.vec_env or list(ENV_KINDS)
     bad = [k for k in args.vec_env if k not in ENV_KINDS]
     if bad:
         return fail(f"--vec-env {bad[0]!r} is not valid{suggest(bad[0], list(ENV_KINDS))}; valid: {', '.join(ENV_KINDS)}")

@@ -1,0 +1,206 @@
+"""``MujocoVecEnv``: Gymnasium's locomotion tasks (Hopper-v5, Walker2d-v5, HalfCheetah-v5) stepped together in this
+process, their rewards, ends and observations computed for all envs at once.
+
+Through ``DummyVecEnv``, much of a step of one of these envs is Python around its physics: ``gym.make``'s wrappers,
+the task's per-env code (the healthy check, the observation, the reward terms and their info dict) and a deep copy of
+every info dict (docs/experiments.md, "MuJoCo presets (issue 25)", has the figures). Here each env's physics is stepped exactly as Gymnasium steps it (the same ``mj_step`` and
+``mj_rnePostConstraint`` calls on the env's own model and data), and the rest is a few array operations over all
+envs, with the same formulas in the same float types: env ``i`` gives to the bit the observations, rewards, ends and
+terminal observations of ``DummyVecEnv([gym.make(env_id)] * n)`` seeded alike (``tests/test_mujoco_vec.py``). Resets
+are the env's own (``reset_model`` and its random stream). The infos carry only what SB3 reads
+(``TimeLimit.truncated``, ``terminal_observation``), not the tasks' reward terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
+
+# the wrappers gym.make puts around a registered env, which add nothing this class does not do itself
+_PLAIN_WRAPPERS = ("TimeLimit", "OrderEnforcing", "PassiveEnvChecker")
+
+
+@dataclass(frozen=True)
+class _Task:
+    """What differs between the tasks: whether it ends when unhealthy (and how healthy is judged), and whether the
+    velocities in its observation are clipped to ±10."""
+
+    healthy: Callable[[Any, np.ndarray, np.ndarray], np.ndarray] | None
+    clip_velocity: bool
+
+
+def _hopper_healthy(env: Any, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """HopperEnv.is_healthy for every row: height, angle, and every other state entry inside its ranges."""
+    min_state, max_state = env._healthy_state_range
+    min_z, max_z = env._healthy_z_range
+    min_angle, max_angle = env._healthy_angle_range
+    state = np.concatenate((qpos[:, 2:], qvel), axis=1)
+    z, angle = qpos[:, 1], qpos[:, 2]
+    healthy_state = np.all((min_state < state) & (state < max_state), axis=1)
+    return healthy_state & (min_z < z) & (z < max_z) & (min_angle < angle) & (angle < max_angle)
+
+
+def _walker_healthy(env: Any, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """Walker2dEnv.is_healthy for every row: height and angle inside their ranges."""
+    min_z, max_z = env._healthy_z_range
+    min_angle, max_angle = env._healthy_angle_range
+    z, angle = qpos[:, 1], qpos[:, 2]
+    return (min_z < z) & (z < max_z) & (min_angle < angle) & (angle < max_angle)
+
+
+def _tasks() -> dict[type, _Task]:
+    from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv
+    from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
+    from gymnasium.envs.mujoco.walker2d_v5 import Walker2dEnv
+
+    return {
+        HopperEnv: _Task(_hopper_healthy, clip_velocity=True),
+        Walker2dEnv: _Task(_walker_healthy, clip_velocity=True),
+        HalfCheetahEnv: _Task(None, clip_velocity=False),
+    }
+
+
+def unsupported_reason(env: gym.Env) -> str | None:
+    """Why :class:`MujocoVecEnv` cannot step this (``gym.make``-built) env, or None when it can."""
+    try:
+        task = _tasks().get(type(env.unwrapped))
+    except ImportError as exc:  # no mujoco
+        return str(exc)
+    if task is None:
+        return f"{type(env.unwrapped).__name__} is not Gymnasium's v5 Hopper, Walker2d or HalfCheetah"
+    layer = env
+    while isinstance(layer, gym.Wrapper):
+        if type(layer).__name__ not in _PLAIN_WRAPPERS:
+            return f"gym.make wrapped it in {type(layer).__name__}"
+        layer = layer.env
+    if env.unwrapped.render_mode is not None:
+        return "it renders (render_mode is set)"
+    return None
+
+
+def supports(env_id: str, env_kwargs: dict[str, Any] | None = None) -> bool:
+    """Whether ``env_id`` with these arguments is a task :class:`MujocoVecEnv` steps."""
+    try:
+        env = gym.make(env_id, **(env_kwargs or {}))
+    except Exception:
+        return False
+    try:
+        return unsupported_reason(env) is None
+    finally:
+        env.close()
+
+
+class MujocoVecEnv(VecEnv):
+    """``n_envs`` copies of a Gymnasium locomotion task, stepped in this process with SB3's auto-reset semantics.
+
+    :param env_id: ``Hopper-v5``, ``Walker2d-v5`` or ``HalfCheetah-v5``
+    :param n_envs: number of envs
+    :param env_kwargs: keyword arguments for ``gym.make`` (the tasks' weights and ranges are read from each env)
+    :raises ValueError: for an env this class does not step (see :func:`unsupported_reason`)
+    """
+
+    def __init__(self, env_id: str, n_envs: int, env_kwargs: dict[str, Any] | None = None) -> None:
+        import mujoco
+
+        self._mj_step, self._mj_rne = mujoco.mj_step, mujoco.mj_rnePostConstraint
+        self.envs = [gym.make(env_id, **(env_kwargs or {})) for _ in range(n_envs)]
+        reason = unsupported_reason(self.envs[0])
+        if reason is not None:
+            self.close()
+            raise ValueError(f"MujocoVecEnv cannot step {env_id}: {reason}")
+        first = self.envs[0]
+        super().__init__(n_envs, first.observation_space, first.action_space)
+        self._raw: list[Any] = [env.unwrapped for env in self.envs]  # the MujocoEnv under the wrappers
+        raw = self._raw[0]
+        self._task = _tasks()[type(raw)]
+        self._max_steps: int | None = first.spec.max_episode_steps if first.spec is not None else None
+        self._skip_x = bool(raw._exclude_current_positions_from_observation)
+        self._frame_skip = raw.frame_skip
+        self._dt = raw.dt
+        self._forward_weight = raw._forward_reward_weight
+        self._ctrl_weight = raw._ctrl_cost_weight
+        self._healthy_reward = getattr(raw, "_healthy_reward", 0.0)
+        self._terminate = bool(getattr(raw, "_terminate_when_unhealthy", False))
+        nq, nv = raw.model.nq, raw.model.nv
+        self._qpos = np.zeros((n_envs, nq))
+        self._qvel = np.zeros((n_envs, nv))
+        self._x_before = np.zeros(n_envs)
+        self._elapsed = np.zeros(n_envs, dtype=np.int64)
+        self._obs = np.zeros((n_envs, raw.observation_space.shape[0]), dtype=raw.observation_space.dtype)
+        self._actions = np.zeros((n_envs, raw.model.nu), dtype=np.float32)
+
+    # --- the VecEnv API -------------------------------------------------------------------------------------------
+    def reset(self) -> np.ndarray:
+        for i, env in enumerate(self._raw):
+            seed = self._seeds[i]
+            options = self._options[i] or None
+            obs, self.reset_infos[i] = env.reset(seed=seed, options=options)
+            self._obs[i] = obs
+            self._elapsed[i] = 0
+        self._reset_seeds()
+        self._reset_options()
+        return self._obs.copy()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+
+    def step_wait(self) -> VecEnvStepReturn:
+        actions = self._actions
+        qpos, qvel, step, rne, skip = self._qpos, self._qvel, self._mj_step, self._mj_rne, self._frame_skip
+        for i, env in enumerate(self._raw):
+            data = env.data
+            self._x_before[i] = data.qpos[0]
+            data.ctrl[:] = actions[i]
+            step(env.model, data, nstep=skip)
+            rne(env.model, data)
+            qpos[i] = data.qpos
+            qvel[i] = data.qvel
+        x_velocity = (qpos[:, 0] - self._x_before) / self._dt
+        # the reward in Gymnasium's float types: float64 terms, the control cost in the action's float32
+        reward = self._forward_weight * x_velocity
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        if self._task.healthy is not None:
+            healthy = self._task.healthy(self._raw[0], qpos, qvel)
+            reward = reward + healthy * self._healthy_reward
+            if self._terminate:
+                terminated = ~healthy
+        ctrl_cost = self._ctrl_weight * np.sum(np.square(actions), axis=1)
+        rewards = (reward - ctrl_cost).astype(np.float32)
+        velocity = np.clip(qvel, -10, 10) if self._task.clip_velocity else qvel
+        obs = np.concatenate((qpos[:, 1:] if self._skip_x else qpos, velocity), axis=1)
+        self._elapsed += 1
+        truncated = self._elapsed >= self._max_steps if self._max_steps is not None else np.zeros_like(terminated)
+        dones = terminated | truncated
+        infos: list[dict[str, Any]] = [{"TimeLimit.truncated": bool(t)} for t in truncated & ~terminated]
+        for i in np.flatnonzero(dones).tolist():
+            infos[i]["terminal_observation"] = obs[i].copy()
+            obs[i], self.reset_infos[i] = self._raw[i].reset()
+            self._elapsed[i] = 0
+        return obs, rewards, dones, infos
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        return [env.get_wrapper_attr(attr_name) for env in self._targets(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        for env in self._targets(indices):
+            setattr(env, attr_name, value)
+
+    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **kwargs: Any) -> list[Any]:
+        return [env.get_wrapper_attr(method_name)(*method_args, **kwargs) for env in self._targets(indices)]
+
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
+        from stable_baselines3.common.env_util import is_wrapped
+
+        return [is_wrapped(env, wrapper_class) for env in self._targets(indices)]
+
+    def _targets(self, indices: VecEnvIndices) -> Sequence[gym.Env]:
+        return [self.envs[i] for i in self._get_indices(indices)]
