@@ -57,3 +57,16 @@ def test_env_sweep_measures_the_native_env_on_each_thread_count(tmp_path: Path) 
     assert all(float(r["steps_per_s"]) > 0 and float(r["vs_single"]) > 0 for r in rows)
     bad = subprocess.run([*cmd[:3], "--mode", "env", "--threads", "0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--threads" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_placement_runs_members_side_by_side(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--mode", "placement", "--preset", "quick",
+           "--placements", "1x1", "2x1", "--rollouts", "1", "--csv", str(tmp_path / "p.csv")]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((tmp_path / "p.csv").open()))
+    assert [(r["members"], r["threads"]) for r in rows] == [("1", "1"), ("2", "1")]
+    two = rows[1]
+    assert float(two["total_steps_per_s"]) == pytest.approx(2 * float(two["member_steps_per_s"]))
+    bad = subprocess.run([*cmd[:5], "quick", "--placements", "2y1"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "MEMBERSxTHREADS" in bad.stderr
