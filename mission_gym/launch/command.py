@@ -12,7 +12,7 @@ from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError, parse_yaml, read_yaml, validate
 from mission_gym.launch import auto
-from mission_gym.ppo.config import TrainConfig, apply_overrides, schedule_changes, split_hyperparams
+from mission_gym.ppo.config import TrainConfig, apply_overrides, schedule_changes, shadowed_overrides, split_hyperparams
 from mission_gym.ppo.rundir import resolve_run_dir
 
 #: flag dest -> configuration field (when the flag is given)
@@ -144,7 +144,8 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, list[str]]:
     """The configuration of a new run: the preset (``auto`` resolved for this machine), then the flags, then
-    ``--hyperparams`` and ``--env-kwargs``; and lines saying what ``--timesteps`` did to its schedule.
+    ``--hyperparams`` and ``--env-kwargs``; and notes for the user: what ``--timesteps`` did to its schedule, and
+    each given setting that a later phase or a population variant replaces (:func:`shadowed_overrides`).
 
     :raises ConfigError: for anything invalid, naming the flag or key
     """
@@ -158,7 +159,8 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, list[str]]:
     if env_kwargs:
         overrides["env_kwargs"] = env_kwargs  # merged into the preset's by apply_overrides
     config = apply_overrides(preset, overrides)
-    return config, schedule_changes(preset, config)
+    given = {**overrides, "hyperparams": extra} if extra else dict(overrides)
+    return config, schedule_changes(preset, config) + shadowed_overrides(config, given)
 
 
 def config_for_argv(argv: Sequence[str]) -> TrainConfig:
