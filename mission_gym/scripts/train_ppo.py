@@ -15,7 +15,7 @@ import argparse
 import shlex
 import sys
 
-from mission_gym.scripts.cli import CliParser, fail
+from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
 
 
 def build_parser() -> CliParser:
@@ -32,6 +32,7 @@ def build_parser() -> CliParser:
     return p
 
 
+@one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = shlex.join(["python", "-m", "mission_gym.scripts.train_ppo", *(sys.argv[1:] if argv is None else argv)])
