@@ -22,6 +22,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "wandb": ("track", "wandb"),
     "huggingface_hub": ("hub", "huggingface_hub"),
     "optuna": ("search", "Optuna"),
+    "cmaes": ("search", "cmaes"),
 }
 
 

@@ -383,6 +383,11 @@ class StepEvalCallback(BaseCallback):
         return True
 
 
+class StopTraining(Exception):
+    """Raised by a callback (e.g. a search's ``callback_after_eval`` pruning a trial) to end the session early and
+    cleanly: the trainer saves a checkpoint, writes no final model and records status ``stopped`` with the message."""
+
+
 class StopFlagCallback(BaseCallback):
     """Stops training at the next env step once ``flag()`` is true (set by a signal handler)."""
 
