@@ -89,6 +89,12 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--notes", metavar="TEXT", help="free text stored in lineage.json")
     run.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard events")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    track = p.add_argument_group("tracking (pip install 'mission_gym[track]')")
+    track.add_argument(
+        "--track", action="store_true", help="send the run to Weights & Biases (its TensorBoard events, its config)"
+    )
+    track.add_argument("--wandb-project", metavar="NAME", help="W&B project [mission_gym]")
+    track.add_argument("--wandb-entity", metavar="NAME", help="W&B entity, a user or team [the account's default]")
     lineage = p.add_argument_group("resume and branch")
     lineage.add_argument("--resume", metavar="RUN|PATH", help="continue a run from its newest checkpoint")
     lineage.add_argument(

@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         given = [f for f in NOT_FOR_SEARCH if getattr(args, f) is not None]
         if given:
             raise ConfigError(f"--{given[0].replace('_', '-')} does not apply to a search (each trial is a new run)")
+        if args.track:
+            raise ConfigError("--track does not apply to a search (track the best configuration's run: mission-train --track)")
         if args.backend != "local":
             raise ConfigError(
                 "--backend ray does not apply to a search; start several mission-search processes on one --storage"
