@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from stable_baselines3 import PPO
+from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.utils import ConstantSchedule
 
 from mission_gym.launch.auto import load_preset
@@ -45,7 +46,7 @@ def test_saved_models_hold_no_mission_gym_object_and_resume_rebuilds_the_phases(
     assert foreign_references(ckpt) == []
     # what SB3 would have written without the swap: the phased schedule, a mission_gym pickle
     policy, kwargs = ppo_kwargs(finalize_config(trainer.config))
-    raw = PPO(policy, "CartPole-v1", **kwargs)
+    raw = PPO(policy, make_vec_env("CartPole-v1", n_envs=2), **kwargs)
     raw.save(tmp_path / "raw.zip")
     assert "learning_rate" in foreign_references(tmp_path / "raw.zip")
     # the file's stand-in is SB3's ConstantSchedule at the value it had; a resume gets the phases back from config.yaml
