@@ -131,3 +131,10 @@ def test_mujoco_model_loads_with_plain_sb3_where_mission_gym_is_not_installed(tm
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ok 256 ")
+
+
+def test_only_the_optional_trunk_policy_needs_the_package_to_load(tmp_path: Path) -> None:
+    """``policy: trunk`` keeps its features extractor class (Mission Gym's) in the model's policy_kwargs."""
+    trainer = phased(tmp_path, policy="trunk", phases=[])
+    trainer.train()
+    assert foreign_references(tmp_path / "p" / "final_model.zip") == ["policy_kwargs"]
