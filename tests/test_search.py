@@ -113,3 +113,12 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert search_cli.main(CARTPOLE) == 2
     err = capsys.readouterr().err
     assert err.strip() == "error: mission-search needs Optuna, which is not installed: pip install 'mission_gym[search]'"
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random", "cmaes"])
+@pytest.mark.parametrize("pruner", ["median", "halving", "none"])
+def test_every_sampler_and_pruner_builds(sampler: str, pruner: str) -> None:
+    from mission_gym.launch.search import make_pruner, make_sampler
+
+    assert isinstance(make_sampler(sampler, seed=0, n_startup_trials=2), optuna.samplers.BaseSampler)
+    assert isinstance(make_pruner(pruner, n_startup_trials=2, n_evaluations=4), optuna.pruners.BasePruner)
