@@ -45,14 +45,12 @@ class RayUnavailable(RuntimeError):
 
 def import_ray() -> Any:
     """``import ray``, or a :class:`RayUnavailable` that says how to install it."""
+    from mission_gym.optional import MissingExtra, require
+
     try:
-        import ray
-    except ImportError as exc:
-        raise RayUnavailable(
-            "the Ray backend needs Ray, which is not installed: pip install 'mission_gym[ray]' "
-            "(or pip install 'ray[default]'), or use --backend local"
-        ) from exc
-    return ray
+        return require("ray", "the Ray backend")
+    except MissingExtra as exc:
+        raise RayUnavailable(f"{exc}, or use --backend local") from exc
 
 
 def connect(address: str | None = None) -> bool:

@@ -18,6 +18,7 @@ from mission_gym.ppo import parts
 from mission_gym.ppo.batch import check_batch_size, choose_batch_size
 from mission_gym.ppo.config import ACTIVATIONS, TrainConfig, ppo_extra_args
 from mission_gym.ppo.entropy import lean_entropy
+from mission_gym.ppo.portable import restore_schedules
 from mission_gym.ppo.rundir import read_json, vecnormalize_path
 from mission_gym.ppo.schedules import learning_rate_schedule
 from mission_gym.ppo.vec_env import make_vec_env, probe_spaces, resolve_kind
@@ -180,6 +181,7 @@ def build_run(
         callbacks = parts.session_callbacks(config, venv, step)
         if checkpoint is not None:
             model = PPO.load(checkpoint, env=venv, device=device)
+            restore_schedules(model, config)  # the file holds SB3-native stand-ins of the phased schedules
             # PPO.load reseeds every generator and the envs with the first session's seed (SB3's _setup_model), so
             # a resumed session would replay its games: seed this session's own (a population's clones, whose
             # seed differs, then see other games than the member they copy)

@@ -20,6 +20,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from mission_gym import ENV_ID
+from mission_gym.ppo.portable import portable
 from mission_gym.ppo.rundir import RunDir, atomic_save, vecnormalize_path
 from mission_gym.ppo.vec_env import find_vec_normalize
 
@@ -38,11 +39,13 @@ EVAL_COLUMNS = (
 
 def save_model(model: Any, path: Path) -> None:
     """Save a model and, next to it, the VecNormalize statistics of its env (both atomically; stats first so
-    a model file always has its statistics)."""
+    a model file always has its statistics). The file holds SB3's objects only, so it loads without Mission Gym
+    (:mod:`mission_gym.ppo.portable`)."""
     vecnorm = find_vec_normalize(model.get_env())
     if vecnorm is not None:
         atomic_save(vecnormalize_path(path), lambda f: _pickle(vecnorm, f))
-    atomic_save(path, model.save)
+    with portable(model):
+        atomic_save(path, model.save)
 
 
 def _pickle(obj: Any, f: Any) -> None:
@@ -378,6 +381,11 @@ class StepEvalCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         return True
+
+
+class StopTraining(Exception):
+    """Raised by a callback (e.g. a search's ``callback_after_eval`` pruning a trial) to end the session early and
+    cleanly: the trainer saves a checkpoint, writes no final model and records status ``stopped`` with the message."""
 
 
 class StopFlagCallback(BaseCallback):

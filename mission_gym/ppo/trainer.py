@@ -30,6 +30,7 @@ from mission_gym.ppo.callbacks import (
     StepEvalCallback,
     StopAtStepCallback,
     StopFlagCallback,
+    StopTraining,
     TimingCallback,
     Timings,
     read_eval_records,
@@ -59,7 +60,8 @@ RESUME_OVERRIDES = ("timesteps", "device", "num_threads", "vec_env")
 class TrainResult:
     """What a training session did.
 
-    :param status: ``finished``, ``interrupted`` or ``crashed``
+    :param status: ``finished``, ``paused`` (``stop_at``), ``stopped`` (a callback raised
+        :class:`~mission_gym.ppo.callbacks.StopTraining`), ``interrupted`` or ``crashed``
     :param exit_code: 0, 130 (SIGINT), 143 (SIGTERM) or 1
     """
 
@@ -363,6 +365,8 @@ class Trainer:
             return "crashed", 1, f"an env worker process died ({type(exc).__name__}); its traceback is above"
         except KeyboardInterrupt:
             return "interrupted", EXIT_SIGNAL[signal.SIGINT], ""
+        except StopTraining as exc:
+            return "stopped", 0, f"stopped early: {exc}"
         except Exception as exc:
             traceback.print_exc()
             return "crashed", 1, _crash_message(exc, model, self.config, self.device)

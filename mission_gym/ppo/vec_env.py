@@ -21,6 +21,7 @@ from mission_gym import ENV_ID
 from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import THREAD_ENV_VARS, cap_worker_threads
+from mission_gym.optional import missing
 
 if TYPE_CHECKING:
     from stable_baselines3.common.vec_env import VecEnv, VecNormalize
@@ -114,6 +115,10 @@ def probe_spaces(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gy
         env = EnvFactory(env_id, env_kwargs)()
     except ConfigError:
         raise
+    except gym.error.DependencyNotInstalled as exc:
+        if "mujoco" in str(exc).lower():
+            raise missing("mujoco", f"--env {env_id}") from None
+        raise ConfigError(f"--env {env_id}: {exc}".replace("\n", " ")) from None
     except (TypeError, ValueError, gym.error.Error) as exc:
         raise ConfigError(f"--env-kwargs for {env_id}: {exc}".replace("\n", " ")) from None
     try:

@@ -30,7 +30,7 @@ import numpy as np
 
 from mission_gym.config.loader import suggest
 from mission_gym.hardware import available_cores, core_ids, thread_env
-from mission_gym.scripts.cli import CliParser, fail
+from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
 
 ENV_KINDS: tuple[str, ...] = ("single", "dummy", "subproc", "native")
 DEFAULT_N_ENVS: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
@@ -303,8 +303,9 @@ def print_train_table(rows: list[dict[str, object]], title: str) -> None:
 
 def plot_train(rows: list[dict[str, object]], path: Path) -> None:
     """Training FPS and peak memory against n_envs, one line per (preset, vec-env kind)."""
-    import matplotlib
+    from mission_gym.optional import require
 
+    matplotlib = require("matplotlib", "--plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -482,6 +483,7 @@ def _placement_mode(args: argparse.Namespace) -> int:
     return 0
 
 
+@one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.train_worker is not None:  # one configuration of --mode train, in its own process

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from mission_gym.dashboard import write_dashboards
 from mission_gym.dashboard.runs import is_run_dir, list_runs
+from mission_gym.scripts.cli import one_line_missing_extras
 
 
 class UsageError(Exception):
@@ -60,6 +61,7 @@ def resolve(run: str | None, runs_dir: str) -> tuple[Path, Path | None]:
     raise UsageError(f"no run {run!r} in {runs_dir!r}{hint}")
 
 
+@one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:

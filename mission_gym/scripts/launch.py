@@ -19,7 +19,7 @@ from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.launch.jobs import Job, check_flag_names, describe, jobs_from_flags, load_jobs
-from mission_gym.scripts.cli import CliParser, fail
+from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
 
 
 def build_parser() -> CliParser:
@@ -119,6 +119,7 @@ def _jobs(args, extra: list[str]) -> list[Job]:
     return jobs
 
 
+@one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     own, extra = _split_passthrough(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(own)
