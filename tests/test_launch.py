@@ -264,6 +264,9 @@ def test_pool_runs_jobs_and_a_failure_does_not_stop_the_others(tmp_path):
     assert "cores [0] threads 1" in (tmp_path / "launch" / "a.log").read_text()
     summary = json.loads((tmp_path / "launch" / "summary.json").read_text())
     assert not summary["all_succeeded"] and summary["jobs"][1]["log"] == str(tmp_path / "launch" / "bad.log")
+    # when each job started and ended, for the launch's page (its wall time)
+    a = summary["jobs"][0]
+    assert a["started"] <= a["ended"] and a["seconds"] >= 0.5 and "total_steps" in a and a["group"] is None
 
 
 def test_pool_stop_forwards_the_signal_then_kills_what_does_not_stop(tmp_path):
@@ -354,6 +357,11 @@ def test_three_quick_jobs_two_at_a_time_one_failing(tmp_path):
     for name in ("ok-s0", "ok-s1"):
         assert (runs / name / "final_model.zip").is_file() and (runs / name / "progress.csv").is_file()
     assert not (runs / "bad").exists()
+    # the launch's page: its jobs side by side, and the runs index links it
+    page = (launch_dir / "index.html").read_text()
+    assert f"launch page: {launch_dir / 'index.html'}" in out
+    assert 'data-chart="jobs_return"' in page and all(f">{name}<" in page for name in ("ok-s0", "ok-s1", "bad"))
+    assert f'href="_launches/{launch_dir.name}/index.html"' in (runs / "index.html").read_text()
 
 
 def test_ctrl_c_stops_every_job_and_leaves_no_process(tmp_path):

@@ -22,6 +22,8 @@ import os
 import shutil
 import signal
 import time
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,10 @@ MEMBERS = "members"
 STATE = "population.json"
 STATUS_EVERY_S = 60.0
 BACKENDS = ("local", "ray")
+
+#: what :class:`PopulationRun` calls after each cut (the end included) is written to ``population.json``: the run
+#: directory and the cut's record. ``train_ppo`` refreshes the run's dashboard with it (this layer knows no dashboards).
+CutHook = Callable[[Path, dict[str, Any]], None]
 
 
 def member_seeds(seed: int, size: int) -> list[int]:
@@ -108,6 +114,7 @@ class PopulationRun:
     :param backend: where the members run: ``local`` (the launcher's pool on this machine) or ``ray``
     :param ray_address: with ``ray``, a cluster to join (None starts a local Ray)
     :param console: where the launcher's events go
+    :param on_cut: called after each cut is recorded (see :data:`CutHook`); also settable as ``run.on_cut``
     """
 
     def __init__(
@@ -117,6 +124,7 @@ class PopulationRun:
         backend: str = "local",
         ray_address: str | None = None,
         console: Console | None = None,
+        on_cut: CutHook | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ConfigError(f"--backend {backend!r} is not valid; valid: {', '.join(BACKENDS)}")
@@ -126,6 +134,7 @@ class PopulationRun:
         self.members_dir = run.path / MEMBERS
         self.state: dict[str, Any] = read_json(run / STATE)
         self.stop_signal: int | None = None
+        self.on_cut = on_cut
 
     # --- construction ---------------------------------------------------------------------------------------
     @classmethod
@@ -194,7 +203,8 @@ class PopulationRun:
         """Train the members through every cut to the end; copy the winner into the run directory."""
         t0, session_started = time.perf_counter(), now()
         started = read_json(self.run / "metadata.json").get("started") or session_started
-        self.run.update_metadata(status="running", started=started)
+        # this session's start, so a dashboard can count it in the run's wall time before the session is listed
+        self.run.update_metadata(status="running", started=started, session_started=session_started)
         if self.backend == "ray":
             from mission_gym.launch import ray_backend
             from mission_gym.launch.ray_backend import RayUnavailable
@@ -251,6 +261,7 @@ class PopulationRun:
             record = {"step": step, "scores": scores, "kept": kept + clones, "failed": failed, "best": ranked[0]}
             done_cuts.append({**record, "clones": clones} if clones else record)
             write_json(self.run / STATE, self.state)  # with the clones' entries in "members"
+            self._cut_recorded(done_cuts[-1])
             active = kept + clones
         best = done_cuts[-1]["best"]
         self._adopt(best)
@@ -258,6 +269,15 @@ class PopulationRun:
         return PopulationResult(
             self.run.path, "finished", 0, 0.0, winner=best["member"], winner_model=best["model"], record=rec
         )
+
+    def _cut_recorded(self, cut: dict[str, Any]) -> None:
+        """Tell :attr:`on_cut`; what it raises is a warning, as a page that cannot be drawn must not end the run."""
+        if self.on_cut is None:
+            return
+        try:
+            self.on_cut(self.run.path, cut)
+        except Exception as exc:
+            warnings.warn(f"population: the on_cut hook failed: {exc!r}", RuntimeWarning, stacklevel=2)
 
     def _clone(self, best: str, step: int, n: int) -> list[str]:
         """Copy member ``best``, paused at ``step``, ``n`` times as new members with seeds of their own (added to

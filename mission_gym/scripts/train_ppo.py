@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     from mission_gym.dashboard import refresh_dashboards
 
     if population is not None:
+        # the run's page shows each cut as it is made; the members' own refreshes keep it current in between
+        population.on_cut = lambda run_dir, cut: refresh_dashboards(run_dir, force=True)
         pop_result = population.train()
         refresh_dashboards(population.run.path, force=True)
         print(pop_result.summary())
