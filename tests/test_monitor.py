@@ -163,4 +163,3 @@ def test_callback_on_cpu_has_no_gpu_tags(monkeypatch: pytest.MonkeyPatch) -> Non
     row = next(r for r in capture.rows if "sys/rss_mb" in r)
     assert "sys/cpu_percent" in row and not any(k.startswith("gpu/") for k in row)
     callback.close()  # idempotent
-
