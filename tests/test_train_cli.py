@@ -75,7 +75,8 @@ def test_help_lists_every_flag(capsys):
     flags = (
         "--preset --env --timesteps --n-envs --n-steps --batch-size --n-epochs --network-arch --vec-env --device --seed "
         "--run-name --runs-dir --eval-freq --eval-episodes --save-freq --keep-checkpoints --resume --parent-checkpoint "
-        "--branch-name --notes --hyperparams --env-kwargs --num-threads --no-tensorboard --no-progress --stop-at"
+        "--branch-name --notes --hyperparams --env-kwargs --num-threads --no-tensorboard --no-progress --stop-at "
+        "--no-memory-check"
     )
     for flag in flags.split():
         assert flag in out, flag
