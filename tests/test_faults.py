@@ -83,6 +83,29 @@ class SlowEval(CartPoleEnv):
 gym.register("SlowEval-v0", entry_point=SlowEval, max_episode_steps=500)
 """
 
+# CartPole whose step hangs (a stuck simulator) from the 200th step of each worker on
+STUCK_ENV = """
+import os
+import time
+
+import gymnasium as gym
+from gymnasium.envs.classic_control import CartPoleEnv
+
+
+class Stuck(CartPoleEnv):
+    calls = 0
+
+    def step(self, action):
+        Stuck.calls += 1
+        if Stuck.calls >= 200:
+            open(os.environ["FAULT_STUCK_MARKER"], "a").close()
+            time.sleep(120)
+        return super().step(action)
+
+
+gym.register("Stuck-v0", entry_point=Stuck, max_episode_steps=500)
+"""
+
 
 def fault_env(tmp_path: Path, **faults: str) -> dict[str, str]:
     """The environment of a process with the fault hooks (and ``tmp_path``'s modules) importable."""
@@ -296,6 +319,19 @@ def test_sigkill_of_a_population_parent_leaves_no_process(tmp_path):
         meta = json.loads((m / "metadata.json").read_text())
         assert meta["status"] == "interrupted" and m.latest_checkpoint()[0] == meta["timesteps"]
         assert (m / ".lock").read_text() == ""
+
+
+def test_sigkill_of_a_trainer_ends_its_env_workers_even_in_the_middle_of_a_step(tmp_path):
+    (tmp_path / "stuck.py").write_text(STUCK_ENV)
+    marker = tmp_path / "stuck"
+    env = fault_env(tmp_path, FAULT_STUCK_MARKER=str(marker))
+    args = [*CARTPOLE, *FOREVER, "--env", "stuck:Stuck-v0", "--vec-env", "subproc", "--run-name", "s"]
+    proc = start_cli(args, tmp_path, env)
+    wait_for(marker.exists, proc, "a worker stuck in a step")
+    tree = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+    assert len(tree) >= 3  # the forkserver and two workers
+    kill9(proc)
+    assert wait_gone(tree, timeout=10) == [], "env workers outlived their trainer"
 
 
 @pytest.mark.slow  # ~30 s; the kernel's SIGTERM to jobs is the same as the population's members (above)

@@ -214,6 +214,7 @@ class PopulationRun:
             self.close()
 
     def _session(self) -> PopulationResult:
+        """The session itself (:meth:`train` releases the lock after it, whatever happens)."""
         t0 = time.perf_counter()
         started = read_json(self.run / "metadata.json").get("started") or now()
         self.run.update_metadata(status="running", started=started)

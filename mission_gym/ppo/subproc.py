@@ -5,12 +5,14 @@ Checking a configuration builds its env and model (:func:`~mission_gym.ppo.build
 checks each recipe that way before any run directory exists: with one worker process per env, ``--preset cpu --env
 Hopper-v5`` started 128 processes of ~170 MB just to be checked. Until it starts, the env answers what SB3 asks of
 it while building wrappers and the model (spaces, ``render_mode``, which wrappers an env has) from one env built in
-the main process.
+the main process. Its forkserver and workers end with the trainer, whatever ends it
+(:mod:`mission_gym.ppo.forkserver_guard`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -22,13 +24,21 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvO
 
 from mission_gym.hardware import THREAD_ENV_VARS
 
+#: imported by the forkserver when it starts, to end with this process (never here: importing it acts)
+FORKSERVER_GUARD = "mission_gym.ppo.forkserver_guard"
+#: the variable that tells the forkserver this process's pid (``forkserver_guard.TRAINER_PID``)
+TRAINER_PID = "MISSION_GYM_TRAINER_PID"
+
 
 @contextlib.contextmanager
 def worker_thread_env() -> Iterator[None]:
     """Thread caps in the environment while workers start: the forkserver (started on first use) and the
-    workers forked from it read them when numpy and torch load, before any of our code runs there."""
-    saved = {var: os.environ.get(var) for var in THREAD_ENV_VARS}
+    workers forked from it read them when numpy and torch load, before any of our code runs there. The
+    forkserver also finds this process's pid there (:mod:`mission_gym.ppo.forkserver_guard`)."""
+    names = (*THREAD_ENV_VARS, TRAINER_PID)
+    saved = {var: os.environ.get(var) for var in names}
     os.environ.update({var: "1" for var in THREAD_ENV_VARS})
+    os.environ[TRAINER_PID] = str(os.getpid())
     try:
         yield
     finally:
@@ -71,6 +81,9 @@ class DeferredSubprocVecEnv(SubprocVecEnv):
         if self.closed:
             raise RuntimeError("the env is closed")
         seeds, options = self._seeds, self._options
+        # a forkserver that starts now follows this process's death (one already running was started so too; the
+        # kernel ties it to the thread that starts it: training's, which lives as long as the env)
+        multiprocessing.get_context("forkserver").set_forkserver_preload(["__main__", FORKSERVER_GUARD])
         with worker_thread_env():
             SubprocVecEnv.__init__(self, self._env_fns, start_method="forkserver")
         self._seeds, self._options = seeds, options

@@ -438,12 +438,9 @@ class Trainer:
             return "crashed", 1, f"an env worker process died ({type(exc).__name__}); its traceback is above"
         except KeyboardInterrupt:
             return "interrupted", EXIT_SIGNAL[signal.SIGINT], ""
-        except OSError as exc:
-            if not _disk_full(exc):
-                traceback.print_exc()
-                return "crashed", 1, _crash_message(exc, model, self.config, self.device)
-            return "crashed", 1, self._disk_full_message(exc)
         except Exception as exc:
+            if isinstance(exc, OSError) and _disk_full(exc):  # one line says it all: no traceback
+                return "crashed", 1, self._disk_full_message(exc)
             traceback.print_exc()
             return "crashed", 1, _crash_message(exc, model, self.config, self.device)
         if received:
