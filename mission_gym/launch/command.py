@@ -79,6 +79,12 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
         "--backend", choices=["local", "ray"], default="local", help="where a population's members run [local]"
     )
     machine.add_argument("--ray-address", metavar="ADDR", help="with --backend ray: join this cluster [a local Ray]")
+    machine.add_argument(
+        "--no-memory-check",
+        action="store_true",
+        help="start even when the memory estimate exceeds the RAM (or GPU memory) available; by default such a run "
+        "is refused before anything is allocated, naming the largest --n-envs that fits",
+    )
     run = p.add_argument_group("run directory")
     run.add_argument("--run-name", metavar="NAME", help="directory name under --runs-dir [<env>_<preset>_<time>]")
     run.add_argument("--runs-dir", default="runs", metavar="DIR", help="where runs live [runs]")

@@ -190,7 +190,8 @@ def run_ray(
                 else nullcontext()
             )
             with view:
-                _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module)
+                extra = () if memory_check else ("--no-memory-check",)  # Ray admits by memory, or nothing does
+                _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module, extra)
     finally:
         if started_here:
             ray.shutdown()
@@ -199,7 +200,7 @@ def run_ray(
     return records, state["signal"]
 
 
-def _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module) -> None:
+def _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module, extra=()) -> None:
     pending = [r for r in records if r.state == "pending"]
     inflight: dict[Any, JobRecord] = {}
     last_draw = 0.0
@@ -248,7 +249,7 @@ def _drive(ray, remote, records, options, max_parallel, stop_timeout, state, vie
         while pending and (max_parallel is None or len(inflight) < max_parallel):
             r = pending.pop(0)
             threads = max(1, math.ceil(options[r.name]["num_cpus"]))
-            args = r.job.train_args(r.run_dir.parent, threads)
+            args = r.job.train_args(r.run_dir.parent, threads) + [a for a in extra if a not in r.job.args]
             inflight[remote.options(**options[r.name]).remote(args, str(r.log_path), threads, stop_timeout, module)] = r
             r.state = "submitted"
             event(f"submitted {r.name} log {r.log_path}")

@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     from mission_gym.ppo.trainer import Trainer
 
     population: PopulationRun | None = None
-    options = {"backend": args.backend, "ray_address": args.ray_address}
+    trainer: Trainer | None = None
+    memory_check = not args.no_memory_check
+    options = {"backend": args.backend, "ray_address": args.ray_address, "memory_check": memory_check}
     try:
         if (args.wandb_project or args.wandb_entity) and not args.track:
             raise ConfigError("--wandb-project and --wandb-entity go with --track")
@@ -69,7 +71,14 @@ def main(argv: list[str] | None = None) -> int:
                 population = PopulationRun.resume(args.resume, args.runs_dir, **options)
                 print(f"resuming population run {population.run.path}")
             else:
-                trainer = Trainer.resume(args.resume, args.runs_dir, overrides, command=command, progress=not args.no_progress)
+                trainer = Trainer.resume(
+                    args.resume,
+                    args.runs_dir,
+                    overrides,
+                    command=command,
+                    progress=not args.no_progress,
+                    memory_check=memory_check,
+                )
                 _check_stop_at(args.stop_at, trainer.resume_step or 0, trainer.config.timesteps)
                 print(f"resuming {trainer.run.path} from step {trainer.resume_step:,} (target {trainer.config.timesteps:,})")
         else:
@@ -99,12 +108,16 @@ def main(argv: list[str] | None = None) -> int:
                     notes=args.notes,
                     command=command,
                     progress=not args.no_progress,
+                    memory_check=memory_check,
                 )
                 print(f"run {trainer.run.path}  (device {trainer.device}, {trainer.threads} learner threads)")
                 print(dump_yaml(trainer.config.model_dump()).rstrip())
             for line in notes:
                 print(f"note: {line}")
     except ConfigError as exc:
+        for session in (trainer, population):
+            if session is not None:  # refused after it took the run: leave the run as it was
+                session.close()
         return fail(str(exc))
     sys.stdout.flush()
     from mission_gym.dashboard import refresh_dashboards
