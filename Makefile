@@ -4,14 +4,18 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 # Without an NVIDIA GPU the CPU build of torch is enough and far smaller than the CUDA one.
 TORCH_CPU ?= torch==2.13.0
 TIMESTEPS ?=
 RUN_ARGS ?=
 
-.PHONY: setup train test test-slow lint format bench clean
+.PHONY: setup setup-dev train test test-slow lint format bench clean
 
+# `make train` needs only the core install (training, evaluation, dashboards); `make test` adds every extra and the
+# test and lint tools (`.[dev]`: MuJoCo, videos, plots, pygame, Ray, wandb, the Hub client, Optuna).
 setup: $(STAMP)
+setup-dev: $(DEV_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +26,12 @@ $(STAMP): pyproject.toml
 		echo "no NVIDIA GPU: installing $(TORCH_CPU) first"; \
 		$(BIN)/python -m pip install --quiet "$(TORCH_CPU)"; \
 	fi
-	$(BIN)/python -m pip install --quiet -e ".[dev,play,ray]"
+	$(BIN)/python -m pip install --quiet -e .
 	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(DEV_STAMP)
 
 train: setup
 	$(BIN)/python -m mission_gym.scripts.train_ppo --preset auto $(if $(TIMESTEPS),--timesteps $(TIMESTEPS)) $(RUN_ARGS)
@@ -31,17 +39,17 @@ train: setup
 test: lint
 	$(BIN)/python -m pytest -q
 
-test-slow: setup
+test-slow: setup-dev
 	$(BIN)/python -m pytest -q -m slow
 
 # style and format (ruff), the package's import layers (import-linter, pyproject.toml) and types (mypy)
-lint: setup
+lint: setup-dev
 	$(BIN)/ruff check mission_gym tests tools
 	$(BIN)/ruff format --check mission_gym tests tools
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
 
-format: setup
+format: setup-dev
 	$(BIN)/ruff format mission_gym tests tools
 	$(BIN)/ruff check --fix mission_gym tests tools
 

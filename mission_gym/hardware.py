@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -237,6 +238,38 @@ def learner_threads(env_workers: int, requested: int | None = None, cores: int |
 def thread_env(threads: int) -> dict[str, str]:
     """Environment variables that cap every math thread pool of a new process at ``threads``."""
     return {var: str(threads) for var in THREAD_ENV_VARS}
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def parent_death_signal(sig: int, parent: int) -> Callable[[], None] | None:
+    """A function that asks the kernel to send ``sig`` to the calling process when its parent dies, SIGKILL
+    included (Linux ``prctl(PR_SET_PDEATHSIG)``); None where the kernel offers no such thing.
+
+    ``prctl`` is looked up here, so a child between fork and exec only calls it. The kernel watches the *thread*
+    that forked the child: the caller must keep that thread until the child ends (waiting for it does).
+
+    :param sig: the signal the child gets
+    :param parent: the pid the child's parent has (``os.getpid()`` before a fork): a parent that died before the
+        request was made leaves the child adopted by another process, which the function checks for, sending
+        ``sig`` at once
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, sig)
+        if os.getppid() != parent:  # the parent died before the request: no signal would ever come
+            os.kill(os.getpid(), sig)
+
+    return arm
 
 
 def cap_worker_threads() -> None:

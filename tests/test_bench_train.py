@@ -74,5 +74,18 @@ def test_baseline_times_sb3_defaults_on_the_presets_env(tmp_path: Path) -> None:
     assert (base["vec_env"], base["n_envs"], base["batch_size"], base["timesteps"]) == ("dummy", "1", "64", "2048")
     assert all(float(r["fps"]) > 0 and float(r["cpu_fps"]) > 0 and float(r["env_steps_per_s"]) > 0 for r in rows)
     ratio = float(preset["fps"]) / float(base["fps"])
-    assert f"hopper (lean, native, 8 envs) on Hopper-v5: " in out.stdout and f"= {ratio:.2f}x" in out.stdout
+    assert "hopper (lean, native, 8 envs) on Hopper-v5: " in out.stdout and f"= {ratio:.2f}x" in out.stdout
     assert "per CPU second" in out.stdout
+
+
+def test_placement_runs_members_side_by_side(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--mode", "placement", "--preset", "quick",
+           "--placements", "1x1", "2x1", "--rollouts", "1", "--csv", str(tmp_path / "p.csv")]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader((tmp_path / "p.csv").open()))
+    assert [(r["members"], r["threads"]) for r in rows] == [("1", "1"), ("2", "1")]
+    two = rows[1]
+    assert float(two["total_steps_per_s"]) == pytest.approx(2 * float(two["member_steps_per_s"]))
+    bad = subprocess.run([*cmd[:5], "quick", "--placements", "2y1"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "MEMBERSxTHREADS" in bad.stderr

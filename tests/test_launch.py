@@ -264,6 +264,9 @@ def test_pool_runs_jobs_and_a_failure_does_not_stop_the_others(tmp_path):
     assert "cores [0] threads 1" in (tmp_path / "launch" / "a.log").read_text()
     summary = json.loads((tmp_path / "launch" / "summary.json").read_text())
     assert not summary["all_succeeded"] and summary["jobs"][1]["log"] == str(tmp_path / "launch" / "bad.log")
+    # when each job started and ended, for the launch's page (its wall time)
+    a = summary["jobs"][0]
+    assert a["started"] <= a["ended"] and a["seconds"] >= 0.5 and "total_steps" in a and a["group"] is None
 
 
 def test_pool_stop_forwards_the_signal_then_kills_what_does_not_stop(tmp_path):
@@ -316,6 +319,34 @@ def test_admission_waits_for_memory_and_skips_what_never_fits(tmp_path, monkeypa
     assert big.state == "skipped" and "needs ~400 MB host RAM" in big.reason and "--no-memory-check" in big.reason
 
 
+def test_a_job_that_can_never_fit_is_refused_at_once_and_no_check_reaches_the_jobs(tmp_path, monkeypatch):
+    import mission_gym.launch.local as local
+
+    sizes = {"small": (100.0, 0.0), "huge": (64_000.0, 0.0)}
+    monkeypatch.setattr(local, "estimate_job_memory", lambda job, gpus=None, runs_dir="runs": sizes[job.name])
+    monkeypatch.setattr(local, "total_ram_gb", lambda: 32.0)  # 32 GiB in all: the huge job never fits
+    monkeypatch.setattr(local, "free_host_mb", lambda: 30_000.0)
+    jobs = [Job("small", ("ok", "1")), Job("huge", ("ok", "0"))]
+    launcher = LocalLauncher(jobs, tmp_path / "runs", tmp_path / "l1", max_parallel=2, command=standin_command(tmp_path),
+                             live=False)  # fmt: skip
+    small, huge = launcher.run()
+    assert small.state == "done" and huge.state == "skipped" and huge.started is None
+    assert "needs ~64,000 MB host RAM, more than the 32,256 MB this machine has for jobs" in huge.reason
+    assert "can never fit" in huge.reason
+    # without the check the launcher starts it, and tells the job not to check either
+    started: list[tuple[str, ...]] = []
+    command = standin_command(tmp_path)
+
+    def recording(job: Job, runs_dir: Path, threads: int) -> list[str]:
+        started.append(job.args)
+        return command(job, runs_dir, threads)
+
+    launcher = LocalLauncher([Job("huge", ("ok", "0"))], tmp_path / "runs", tmp_path / "l2", max_parallel=1,
+                             memory_check=False, command=recording, live=False)  # fmt: skip
+    (huge,) = launcher.run()
+    assert huge.state == "done" and started == [("ok", "0", "--no-memory-check")]
+
+
 # --- real train_ppo runs ----------------------------------------------------------------------------------------------
 QUICK = ["--timesteps", "256", "--device", "cpu", "--no-tensorboard", "--eval-freq", "0"]
 
@@ -354,6 +385,11 @@ def test_three_quick_jobs_two_at_a_time_one_failing(tmp_path):
     for name in ("ok-s0", "ok-s1"):
         assert (runs / name / "final_model.zip").is_file() and (runs / name / "progress.csv").is_file()
     assert not (runs / "bad").exists()
+    # the launch's page: its jobs side by side, and the runs index links it
+    page = (launch_dir / "index.html").read_text()
+    assert f"launch page: {launch_dir / 'index.html'}" in out
+    assert 'data-chart="jobs_return"' in page and all(f">{name}<" in page for name in ("ok-s0", "ok-s1", "bad"))
+    assert f'href="_launches/{launch_dir.name}/index.html"' in (runs / "index.html").read_text()
 
 
 def test_ctrl_c_stops_every_job_and_leaves_no_process(tmp_path):

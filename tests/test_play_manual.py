@@ -97,7 +97,7 @@ def test_missing_pygame_is_a_clear_exit_2(monkeypatch: pytest.MonkeyPatch, capsy
     monkeypatch.setitem(sys.modules, "pygame", None)
     assert play_manual.main(["--max-frames", "1"]) == 2
     err = capsys.readouterr().err
-    assert "pip install mission_gym[play]" in err and len(err.strip().splitlines()) == 1
+    assert "pip install 'mission_gym[play]'" in err and len(err.strip().splitlines()) == 1
 
 
 def test_help_documents_the_keys(capsys: pytest.CaptureFixture[str]) -> None:

@@ -145,7 +145,7 @@ def test_resume_plays_fresh_games_and_trains_the_same_twice(tmp_path):
     try:
         assert trainer.model.get_env().unwrapped._seeds == [5 + step, 6 + step]
     finally:
-        trainer.model.get_env().close()
+        trainer.close()  # its env, and the run's lock: the resumes below are other processes
     shutil.copytree(runs / "a", runs / "b")
     shutil.copytree(runs / "a", runs / "c")
     config = (runs / "c" / "config.yaml").read_text()

@@ -156,7 +156,7 @@ def test_human_window_headless(monkeypatch: pytest.MonkeyPatch, snap: dict[str, 
 
 def test_missing_pygame_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pygame", None)  # makes `import pygame` raise ImportError
-    with pytest.raises(ModuleNotFoundError, match=r"pip install mission_gym\[play\]"):
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'mission_gym\[play\]'"):
         rendering.HumanWindow()
 
 

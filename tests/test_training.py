@@ -208,9 +208,9 @@ def test_progress_and_evaluations(cartpole_run):
 
     rows = list(csv.DictReader(open(cartpole_run / "progress.csv")))
     steps = [int(float(r["time/total_timesteps"])) for r in rows if r["time/total_timesteps"]]
-    assert steps == [128, 256, 256]  # the last row holds the final update's time and the final evaluation
+    assert steps == [128, 256]  # one row per step: the final update and evaluation join the last row
     assert rows[1]["time/rollout_s"] and rows[1]["time/train_s"] and rows[1]["rollout/ep_rew_mean"]
-    assert rows[2]["time/train_s"] and rows[2]["eval/mean_return"]
+    assert rows[1]["eval/mean_return"] and rows[0]["time/train_s"]  # a row holds the update made of its rollout
     evals = list(csv.DictReader(open(cartpole_run / "evaluations.csv")))
     assert [int(r["timesteps"]) for r in evals] == [128, 256]
     assert {"timesteps", "win_rate", "mean_return", "std_return", "mean_ep_length", "n_episodes"} <= set(evals[0])

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import sys
 from pathlib import Path
 
-import matplotlib
-
+try:
+    import matplotlib
+except ImportError:
+    print("error: plotting needs matplotlib, which is not installed: pip install 'mission_gym[plot]'", file=sys.stderr)
+    sys.exit(2)
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 

@@ -40,10 +40,11 @@ class Series:
     :param name: legend text
     :param x: x values (timesteps)
     :param y: y values; NaN marks a gap
-    :param kind: ``"line"`` or ``"points"`` (markers, e.g. evaluations)
-    :param lo: lower end of each point's error bar (``points`` only)
-    :param hi: upper end of each point's error bar (``points`` only)
+    :param kind: ``"line"``, ``"points"`` (markers, e.g. evaluations) or ``"trace"`` (a line through markers)
+    :param lo: lower end of each point's error bar (``points`` and ``trace``)
+    :param hi: upper end of each point's error bar (``points`` and ``trace``)
     :param color: CSS colour; default from :data:`PALETTE` by position
+    :param offset_px: shifts the markers sideways by this many pixels, so series scored at the same x stay visible
     """
 
     name: str
@@ -53,6 +54,7 @@ class Series:
     lo: Sequence[float] | np.ndarray | None = None
     hi: Sequence[float] | np.ndarray | None = None
     color: str | None = None
+    offset_px: float = 0.0
 
 
 def fmt_num(v: float) -> str:
@@ -194,6 +196,8 @@ def line_chart(
     chart_id: str = "",
     width: int = 560,
     height: int = 260,
+    x_range: tuple[float | None, float | None] = (None, None),
+    marks: Sequence[tuple[float, str]] = (),
 ) -> str:
     """An SVG line/point chart.
 
@@ -205,6 +209,8 @@ def line_chart(
     :param chart_id: a ``data-chart`` attribute value, for tests and styling
     :param width: SVG width in px
     :param height: SVG height of the plot part in px (the legend adds rows below)
+    :param x_range: x limits the axis covers at least (``None`` = from the data), so charts side by side share it
+    :param marks: ``(x, label)`` of dashed vertical lines, e.g. a population's cuts
     :return: the ``<svg>`` element as text
     """
     prepared = []
@@ -219,7 +225,8 @@ def line_chart(
         prepared.append((s, x, y, lo, hi, s.color or PALETTE[i % len(PALETTE)]))
     if not prepared:
         return empty_chart(title, "nothing logged yet", chart_id, width)
-    xs = np.concatenate([p[1][np.isfinite(p[1])] for p in prepared])
+    mark_x = np.array([m[0] for m in marks], dtype=np.float64)
+    xs = np.concatenate([p[1][np.isfinite(p[1])] for p in prepared] + [mark_x[np.isfinite(mark_x)]])
     ys = [p[2][np.isfinite(p[2])] for p in prepared]
     ys += [b[np.isfinite(b)] for p in prepared for b in (p[3], p[4]) if b is not None]
     y_all = np.concatenate(ys)
@@ -233,18 +240,41 @@ def line_chart(
     y_lo = y_lo if y_range[0] is not None else y_lo - 0.04 * span
     y_hi = y_hi if y_range[1] is not None else y_hi + 0.04 * span
     y_ticks = nice_ticks(y_lo, y_hi)
-    x_lo, x_hi = float(xs.min()), float(xs.max())
+    x_lo = min(float(xs.min()), x_range[0]) if x_range[0] is not None else float(xs.min())
+    x_hi = max(float(xs.max()), x_range[1]) if x_range[1] is not None else float(xs.max())
     if x_hi <= x_lo:
         x_lo, x_hi = x_lo - 1.0, x_hi + 1.0
     names = [p[0].name for p in prepared]
     legend_h = _legend_height(names, width)
     frame = _Frame((x_lo, x_hi), (y_lo, y_hi), width, int(height + legend_h), bottom=int(34 + legend_h + 4))
     body = _axes(frame, nice_ticks(x_lo, x_hi), [t for t in y_ticks if y_lo <= t <= y_hi], x_label, y_fmt)
+    body.extend(_marks(frame, marks))
     for s, x, y, lo, hi, color in prepared:
         body.extend(_draw_series(frame, s, x, y, lo, hi, color, y_fmt))
     legend, _ = _legend(names, [p[5] for p in prepared], width, frame.bottom + 46)
     body.extend(legend)
     return _svg(width, int(height + legend_h), title, body, chart_id or title)
+
+
+def _marks(frame: _Frame, marks: Sequence[tuple[float, str]]) -> list[str]:
+    """Dashed vertical lines with their labels at the top of the plot (a label that would run past the right edge
+    is drawn to the left of its line)."""
+    parts: list[str] = []
+    for x, label in marks:
+        if not (math.isfinite(x) and frame.x0 <= x <= frame.x1):
+            continue
+        px = float(frame.px(np.array(x)))
+        tip = html.escape(f"{label} at {fmt_num(x)} steps")
+        parts.append(
+            f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{frame.top:.1f}" y2="{frame.bottom:.1f}" class="mark">'
+            f"<title>{tip}</title></line>"
+        )
+        right = px + 4 + 5.6 * len(label) > frame.right
+        anchor, tx = ("end", px - 4) if right else ("start", px + 4)
+        parts.append(
+            f'<text x="{tx:.1f}" y="{frame.top + 11:.1f}" class="marklabel" text-anchor="{anchor}">{html.escape(label)}</text>'
+        )
+    return parts
 
 
 def _draw_series(
@@ -258,11 +288,14 @@ def _draw_series(
     y_fmt: str,
 ) -> list[str]:
     parts: list[str] = []
-    if s.kind == "points":
+    if s.kind == "trace":  # the line first (through the gaps), so the markers and their tooltips sit on top
+        ok = np.isfinite(x) & np.isfinite(y)
+        parts += _draw_series(frame, Series(s.name, x[ok], y[ok]), x[ok], y[ok], None, None, color, y_fmt)
+    if s.kind in ("points", "trace"):
         for i in range(len(x)):
             if not (np.isfinite(x[i]) and np.isfinite(y[i])):
                 continue
-            cx, cy = float(frame.px(x[i])), float(frame.py(y[i]))
+            cx, cy = float(frame.px(x[i])) + s.offset_px, float(frame.py(y[i]))
             if lo is not None and hi is not None and np.isfinite(lo[i]) and np.isfinite(hi[i]):
                 y_a, y_b = float(frame.py(lo[i])), float(frame.py(hi[i]))
                 parts.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y_a:.1f}" y2="{y_b:.1f}" stroke="{color}" class="err"/>')

@@ -11,7 +11,10 @@ import io
 import json
 import math
 import os
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,9 @@ import numpy as np
 
 RUN_MARKERS: tuple[str, ...] = ("config.yaml", "metadata.json", "lineage.json", "progress.csv")
 FRAMES_DIR = "frames"
+POPULATION_FILE = "population.json"  # what makes a run directory a population run (launch/population.py writes it)
+MEMBERS_DIR = "members"
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # metadata.json's times (ppo.rundir.now)
 
 
 @dataclass
@@ -139,6 +145,12 @@ class RunData:
     progress: dict[str, np.ndarray] = field(default_factory=dict)
     evaluations: dict[str, np.ndarray] = field(default_factory=dict)
     frames: list[Path] = field(default_factory=list)
+    population: dict[str, Any] = field(default_factory=dict)  # population.json; empty for other runs
+
+    @property
+    def is_population(self) -> bool:
+        """Whether this is a population run (its members under ``members/``)."""
+        return bool(self.population.get("members"))
 
     @property
     def status(self) -> str:
@@ -175,6 +187,88 @@ def load_run(path: str | Path, with_frames: bool = True) -> RunData:
     run.lineage = read_json(p / "lineage.json")
     run.progress = read_csv_columns(p / "progress.csv")
     run.evaluations = read_csv_columns(p / "evaluations.csv")
+    if (p / POPULATION_FILE).is_file():
+        run.population = read_json(p / POPULATION_FILE)
     if with_frames and (p / FRAMES_DIR).is_dir():
         run.frames = sorted((p / FRAMES_DIR).glob("*.png"))
     return run
+
+
+def col(data: Mapping[str, np.ndarray], name: str) -> np.ndarray | None:
+    """A column with at least one finite value, else ``None``."""
+    v = data.get(name)
+    return v if v is not None and np.isfinite(v).any() else None
+
+
+def eval_points(run: RunData) -> dict[str, np.ndarray]:
+    """Evaluation results from evaluations.csv, else from the ``eval/*`` columns of progress.csv."""
+    ev = run.evaluations
+    if col(ev, "timesteps") is not None:
+        return {k: v for k, v in ev.items() if k in ("timesteps", "win_rate", "mean_return", "std_return", "n_episodes")}
+    out = {}
+    for src, dst in (("eval/win_rate", "win_rate"), ("eval/mean_return", "mean_return")):
+        if (v := col(run.progress, src)) is not None:
+            out["timesteps"], out[dst] = run.timesteps, v
+    return out
+
+
+def population_of(run_dir: str | Path) -> Path | None:
+    """The population run a member's directory (``RUN/members/mK``) belongs to, or ``None`` for any other run."""
+    p = Path(run_dir)
+    parent = p.parent.parent
+    return parent if p.parent.name == MEMBERS_DIR and (parent / POPULATION_FILE).is_file() else None
+
+
+def parse_time(text: Any) -> float | None:
+    """A metadata.json time as a POSIX timestamp (``None`` when missing or unreadable)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.strptime(text, TIME_FORMAT).timestamp()
+    except ValueError:
+        return None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def wall_seconds(run: RunData, now: float | None = None) -> tuple[float, int]:
+    """How long the run has trained: ``(seconds, sessions)``, summed over its sessions in metadata.json.
+
+    A session's ``wall_s`` when it has one (population runs), else its ``ended - started``. The session still under
+    way is not listed until it ends: a population run records its start as ``session_started``; a single run's SB3
+    ``time/time_elapsed`` counts from its session's start, so its last value is added when progress.csv has gone
+    past the last listed session. Runs without sessions (older ones) fall back to ``time/time_elapsed``.
+
+    :param now: the time a running session is measured up to (default: now)
+    """
+    meta = run.metadata
+    sessions = [s for s in meta.get("sessions") or [] if isinstance(s, Mapping)]
+    total, counted, last_end, last_steps = 0.0, 0, None, 0.0
+    for s in sessions:
+        start, end = parse_time(s.get("started")), parse_time(s.get("ended"))
+        wall = _number(s.get("wall_s"))
+        if wall is None and start is not None and end is not None:
+            wall = max(0.0, end - start)
+        if wall is not None:
+            total, counted = total + wall, counted + 1
+        last_end = end if end is not None else last_end
+        last_steps = _number(s.get("end_timesteps")) or last_steps
+    if run.status == "running":
+        current = parse_time(meta.get("session_started"))
+        if current is None and not sessions:
+            current = parse_time(meta.get("started")) if run.is_population else None
+        if current is not None and (last_end is None or current >= last_end):
+            return total + max(0.0, (time.time() if now is None else now) - current), counted + 1
+        steps = run.last("time/total_timesteps")
+        elapsed = run.last("time/time_elapsed")
+        if math.isfinite(steps) and steps > last_steps and math.isfinite(elapsed):
+            return total + elapsed, counted + 1
+    if counted:
+        return total, counted
+    start, end = parse_time(meta.get("started")), parse_time(meta.get("ended"))
+    if run.is_population and start is not None and end is not None:  # the winner's time/time_elapsed is not the run's
+        return max(0.0, end - start), 1
+    elapsed = run.last("time/time_elapsed")
+    return (elapsed, 1) if math.isfinite(elapsed) else (math.nan, 0)

@@ -222,7 +222,10 @@ class _Writer:
         self._last: np.ndarray | None = None
         self._mp4: Any = None
         if path.suffix.lower() == ".mp4":
-            import imageio.v2 as iio
+            from mission_gym.optional import require
+
+            require("imageio_ffmpeg", "an mp4 video")  # imageio's FFMPEG writer runs its ffmpeg binary
+            iio = require("imageio.v2", "an mp4 video")
 
             self._mp4 = iio.get_writer(
                 path,
@@ -407,7 +410,9 @@ def record_eval_frames(
 
 def iter_frames(path: str | Path) -> Iterator[np.ndarray]:
     """The frames of a video file, for checks and tests."""
-    import imageio.v2 as iio
+    from mission_gym.optional import require
+
+    iio = require("imageio.v2", "reading a video")
 
     reader = iio.get_reader(path)
     try:

@@ -143,6 +143,11 @@ class MissionEnv(gym.Env):
         self._window.show(frame)
         return None
 
+    @property
+    def window_closed(self) -> bool:
+        """Whether the ``render_mode="human"`` window was closed by its user (a viewer stops then)."""
+        return self._window is not None and self._window.closed
+
     def raster(self, size: int = 64) -> np.ndarray:
         """A top-down raster of the state (channels: obstacles, objective, attackers, defenders)."""
         from mission_gym.envs import rendering

@@ -394,14 +394,10 @@ def require_pygame(purpose: str = "a window") -> Any:
     :param purpose: what pygame is needed for, for the message
     :return: the ``pygame`` module
     """
+    from mission_gym.optional import require
+
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-    try:
-        import pygame
-    except ImportError as exc:
-        raise ModuleNotFoundError(
-            f"pygame is needed for {purpose} but is not installed; install it with: pip install mission_gym[play]"
-        ) from exc
-    return pygame
+    return require("pygame", purpose)
 
 
 class HumanWindow:

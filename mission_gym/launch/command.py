@@ -12,7 +12,7 @@ from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError, parse_yaml, read_yaml, validate
 from mission_gym.launch import auto
-from mission_gym.ppo.config import TrainConfig, apply_overrides, schedule_changes, split_hyperparams
+from mission_gym.ppo.config import TrainConfig, apply_overrides, schedule_changes, shadowed_overrides, split_hyperparams
 from mission_gym.ppo.rundir import resolve_run_dir
 
 #: flag dest -> configuration field (when the flag is given)
@@ -79,6 +79,12 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
         "--backend", choices=["local", "ray"], default="local", help="where a population's members run [local]"
     )
     machine.add_argument("--ray-address", metavar="ADDR", help="with --backend ray: join this cluster [a local Ray]")
+    machine.add_argument(
+        "--no-memory-check",
+        action="store_true",
+        help="start even when the memory estimate exceeds the RAM (or GPU memory) available; by default such a run "
+        "is refused before anything is allocated, naming the largest --n-envs that fits",
+    )
     run = p.add_argument_group("run directory")
     run.add_argument("--run-name", metavar="NAME", help="directory name under --runs-dir [<env>_<preset>_<time>]")
     run.add_argument("--runs-dir", default="runs", metavar="DIR", help="where runs live [runs]")
@@ -89,6 +95,12 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     run.add_argument("--notes", metavar="TEXT", help="free text stored in lineage.json")
     run.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard events")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    track = p.add_argument_group("tracking (pip install 'mission_gym[track]')")
+    track.add_argument(
+        "--track", action="store_true", help="send the run to Weights & Biases (its TensorBoard events, its config)"
+    )
+    track.add_argument("--wandb-project", metavar="NAME", help="W&B project [mission_gym]")
+    track.add_argument("--wandb-entity", metavar="NAME", help="W&B entity, a user or team [the account's default]")
     lineage = p.add_argument_group("resume and branch")
     lineage.add_argument("--resume", metavar="RUN|PATH", help="continue a run from its newest checkpoint")
     lineage.add_argument(
@@ -144,7 +156,8 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, list[str]]:
     """The configuration of a new run: the preset (``auto`` resolved for this machine), then the flags, then
-    ``--hyperparams`` and ``--env-kwargs``; and lines saying what ``--timesteps`` did to its schedule.
+    ``--hyperparams`` and ``--env-kwargs``; and notes for the user: what ``--timesteps`` did to its schedule, and
+    each given setting that a later phase or a population variant replaces (:func:`shadowed_overrides`).
 
     :raises ConfigError: for anything invalid, naming the flag or key
     """
@@ -158,7 +171,8 @@ def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, list[str]]:
     if env_kwargs:
         overrides["env_kwargs"] = env_kwargs  # merged into the preset's by apply_overrides
     config = apply_overrides(preset, overrides)
-    return config, schedule_changes(preset, config) + auto.device_notes(config)
+    given = {**overrides, "hyperparams": extra} if extra else dict(overrides)
+    return config, schedule_changes(preset, config) + shadowed_overrides(config, given) + auto.device_notes(config)
 
 
 def config_for_argv(argv: Sequence[str]) -> TrainConfig:

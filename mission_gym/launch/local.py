@@ -15,7 +15,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -24,7 +23,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
-from mission_gym.hardware import GpuInfo, core_ids, free_host_mb, gpu_memory_by_pid, list_gpus, thread_env
+from mission_gym.hardware import (
+    GpuInfo,
+    core_ids,
+    free_host_mb,
+    gpu_memory_by_pid,
+    list_gpus,
+    parent_death_signal,
+    thread_env,
+    total_ram_gb,
+)
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.report import JobRecord, failure_reason, print_summary, status_line, status_table
 from mission_gym.launch.resources import (
@@ -38,7 +46,6 @@ from mission_gym.launch.resources import (
 
 #: exit statuses of a child that stopped on SIGINT/SIGTERM (train_ppo's 130/143, or killed by the signal)
 INTERRUPTED_CODES = (130, 143, -signal.SIGINT, -signal.SIGTERM)
-_PR_SET_PDEATHSIG = 1
 
 CommandFn = Callable[[Job, Path, int], list[str]]
 
@@ -59,16 +66,11 @@ def child_env(threads: int, base: dict[str, str] | None = None) -> dict[str, str
 
 def _child_setup(cores: Sequence[int] | None) -> Callable[[], None]:
     """What runs in the child between fork and exec: default signal handling, its cores, and on Linux a SIGTERM
-    from the kernel if the launcher dies (kill -9 included), so no job outlives its launcher."""
-    prctl = None
-    # the kernel signals the child when the *thread* that forked it ends: only the main thread lives as long as we do
-    if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread():
-        try:
-            import ctypes
-
-            prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before fork: the child only calls it
-        except (OSError, AttributeError):
-            prctl = None
+    from the kernel if the launcher dies (kill -9 included), so no job outlives its launcher: it saves a checkpoint
+    and exits."""
+    # the kernel signals the child when the *thread* that forked it ends; every caller of spawn() waits for its
+    # children on that thread (the pool's loop, a Ray task's body), so the thread lives as long as the child needs it
+    die_with_parent = parent_death_signal(signal.SIGTERM, os.getpid())
     can_pin = bool(cores) and hasattr(os, "sched_setaffinity")
     core_set = set(cores or ())
 
@@ -77,8 +79,8 @@ def _child_setup(cores: Sequence[int] | None) -> Callable[[], None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_DFL)
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if die_with_parent is not None:
+            die_with_parent()
         if can_pin:
             os.sched_setaffinity(0, core_set)
 
@@ -231,6 +233,11 @@ class LocalLauncher:
         self.launch_dir.mkdir(parents=True, exist_ok=True)
         live = Live(self._table(), console=self.console, auto_refresh=False) if self.live else nullcontext()
         last_draw = last_status = time.monotonic()
+        for r in self.records:
+            why = self._never_fits(r)
+            if why:  # waiting for memory to free up would wait forever
+                r.state, r.reason = "skipped", f"not started: {why}; it can never fit (--no-memory-check starts it anyway)"
+                self._event(f"[red]skipped[/] {r.name}: {r.reason}")
         with stop_signals(self._on_signal), live:
             while True:
                 self._reap()
@@ -283,6 +290,20 @@ class LocalLauncher:
                 gpu[i] = gpu.get(i, 0.0) + max(0.0, r.gpu_mb - gpu_memory_by_pid(tree_pids(r.pid)))
         return host, gpu
 
+    def _never_fits(self, r: JobRecord) -> str:
+        """Why a pending job can never fit this machine, however much memory frees up ("" when it can)."""
+        if not self.memory_check or r.state != "pending":
+            return ""
+        host_total = total_ram_gb() * 1024 - HOST_HEADROOM_MB
+        if r.host_mb > host_total:
+            return f"needs ~{r.host_mb:,.0f} MB host RAM, more than the {host_total:,.0f} MB this machine has for jobs"
+        gpu_index = self._pick_gpu(r)
+        if r.gpu_mb > 0 and gpu_index is not None:
+            total = next((g.total_mb for g in self.gpus if g.index == gpu_index), 0.0)
+            if r.gpu_mb > total:
+                return f"needs ~{r.gpu_mb:,.0f} MB on GPU {gpu_index}, more than its {total:,.0f} MB"
+        return ""
+
     def _fits(self, r: JobRecord) -> tuple[bool, int | None, str]:
         """Whether a job fits now, the GPU it would use, and if not, why."""
         gpu_index = self._pick_gpu(r)
@@ -334,6 +355,8 @@ class LocalLauncher:
         job = r.job
         if gpu_index is not None and len(self.gpus) > 1 and (job.device or "auto") in ("auto", "cuda"):
             job = dataclasses.replace(job, args=(*job.args, "--device", f"cuda:{gpu_index}"))
+        if not self.memory_check and "--no-memory-check" not in job.args:
+            job = dataclasses.replace(job, args=(*job.args, "--no-memory-check"))  # nor does the job check its own
         cores = self._alloc.take(job.cpus or self.cores_per_job)
         argv = self.command(job, self.runs_dir, len(cores))
         try:

@@ -13,7 +13,9 @@ A member is an ordinary run under ``<run>/members/`` (``m0`` keeps the run's see
 ``record_video`` and the dashboards treat a population run like any other. ``population.json`` records every
 score and which members were kept. The launcher's pool pins each member to its cores, admits it by memory,
 forwards Ctrl-C or SIGTERM to every member (each saves a checkpoint) and, on Linux, ends the members if this process
-dies; ``--resume RUN`` carries on from the members' checkpoints and the cuts already made.
+dies (``kill -9`` included: the kernel sends each a SIGTERM, so each saves a checkpoint); ``--resume RUN`` carries on
+from the members' checkpoints and the cuts already made. This process holds the run's lock, each member its own
+directory's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import os
 import shutil
 import signal
 import time
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,23 +42,30 @@ from mission_gym.ppo.callbacks import EvalRecord, eval_record
 from mission_gym.ppo.config import Population, TrainConfig, apply_variant
 from mission_gym.ppo.rundir import (
     RunDir,
+    atomic_copy,
     atomic_write_text,
     check_run_name,
     default_run_name,
     hardware_info,
     now,
     read_json,
+    remove_stale_temps,
     resolve_run_dir,
     vecnormalize_path,
     write_json,
     write_new_run,
 )
+from mission_gym.ppo.runlock import LOCK_FILE, RunLock, lock_run
 from mission_gym.ppo.trainer import EXIT_SIGNAL, Trainer
 
 MEMBERS = "members"
 STATE = "population.json"
 STATUS_EVERY_S = 60.0
 BACKENDS = ("local", "ray")
+
+#: what :class:`PopulationRun` calls after each cut (the end included) is written to ``population.json``: the run
+#: directory and the cut's record. ``train_ppo`` refreshes the run's dashboard with it (this layer knows no dashboards).
+CutHook = Callable[[Path, dict[str, Any]], None]
 
 
 def member_seeds(seed: int, size: int) -> list[int]:
@@ -108,6 +119,9 @@ class PopulationRun:
     :param backend: where the members run: ``local`` (the launcher's pool on this machine) or ``ray``
     :param ray_address: with ``ray``, a cluster to join (None starts a local Ray)
     :param console: where the launcher's events go
+    :param on_cut: called after each cut is recorded (see :data:`CutHook`); also settable as ``run.on_cut``
+    :param memory_check: admit members by their memory estimates (the pool's, and each member's own check)
+    :param lock: the run's lock, held until :meth:`train` ends (or :meth:`close`)
     """
 
     def __init__(
@@ -117,15 +131,20 @@ class PopulationRun:
         backend: str = "local",
         ray_address: str | None = None,
         console: Console | None = None,
+        on_cut: CutHook | None = None,
+        memory_check: bool = True,
+        lock: RunLock | None = None,
     ) -> None:
         if backend not in BACKENDS:
             raise ConfigError(f"--backend {backend!r} is not valid; valid: {', '.join(BACKENDS)}")
         self.config, self.run = config, run
         self.backend, self.ray_address = backend, ray_address
+        self.memory_check, self.lock = memory_check, lock
         self.console = console or Console(highlight=False)
         self.members_dir = run.path / MEMBERS
         self.state: dict[str, Any] = read_json(run / STATE)
         self.stop_signal: int | None = None
+        self.on_cut = on_cut
 
     # --- construction ---------------------------------------------------------------------------------------
     @classmethod
@@ -140,8 +159,8 @@ class PopulationRun:
     ) -> PopulationRun:
         """Check every member's configuration (building one env and model per recipe), then make the run directory.
 
-        :param options: ``backend``, ``ray_address``, ``console`` (see the class)
-        :raises ConfigError: for bad input; nothing is created then
+        :param options: ``backend``, ``ray_address``, ``console``, ``memory_check`` (see the class)
+        :raises ConfigError: for bad input (a member that cannot fit in memory included); nothing is created then
         """
         name = check_run_name(run_name or default_run_name(config.env, config.preset))
         run = RunDir(Path(runs_dir) / name)
@@ -154,14 +173,16 @@ class PopulationRun:
                 import_ray()
             except RayUnavailable as exc:
                 raise ConfigError(str(exc)) from None
-        checked = Trainer.check(member_config(config, config.seed))
+        memory_check = options.get("memory_check", True)
+        checked = Trainer.check(member_config(config, config.seed), memory_check=memory_check)
         config = config.model_copy(update={"batch_size": checked.batch_size, "vec_env": checked.vec_env})
         seeds = member_seeds(config.seed, config.population.size)
         variants = config.population.variants
-        recipes = [_check_variant(config, v, i) for i, v in enumerate(variants)] if variants else [config]
+        recipes = [_check_variant(config, v, i, memory_check) for i, v in enumerate(variants)] if variants else [config]
         configs = [member_config(recipes[k % len(recipes)], s) for k, s in enumerate(seeds)]
 
         run.create()
+        options["lock"] = lock_run(run.path, command)
         device = resolve_device(config.device)
         population = {"size": config.population.size, "seeds": seeds}
         write_new_run(
@@ -181,20 +202,39 @@ class PopulationRun:
         :raises ConfigError: when the directory is not a population run
         """
         run_dir = RunDir(resolve_run_dir(run, runs_dir))
-        config = validate(TrainConfig, read_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
-        state = read_json(run_dir / STATE)
-        if config.population.size < 2 or not state.get("members"):
-            raise ConfigError(f"run {str(run_dir.path)!r} is not a population run (no {STATE})")
-        if len(state.get("cuts", [])) >= len(stages(config)) and (run_dir / "final_model.zip").is_file():
-            raise ConfigError(f"population run {run_dir.name!r} already finished")
-        return cls(config, run_dir, **options)
+        lock = lock_run(run_dir.path)
+        try:
+            config = validate(TrainConfig, read_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
+            state = read_json(run_dir / STATE)
+            if config.population.size < 2 or not state.get("members"):
+                raise ConfigError(f"run {str(run_dir.path)!r} is not a population run (no {STATE})")
+            if len(state.get("cuts", [])) >= len(stages(config)) and (run_dir / "final_model.zip").is_file():
+                raise ConfigError(f"population run {run_dir.name!r} already finished")
+        except BaseException:
+            lock.release()
+            raise
+        remove_stale_temps(run_dir.path)
+        return cls(config, run_dir, lock=lock, **options)
+
+    def close(self) -> None:
+        """Release the run's lock (:meth:`train` does when it ends)."""
+        if self.lock is not None:
+            self.lock.release()
 
     # --- training ---------------------------------------------------------------------------------------------
     def train(self) -> PopulationResult:
         """Train the members through every cut to the end; copy the winner into the run directory."""
+        try:
+            return self._session()
+        finally:
+            self.close()
+
+    def _session(self) -> PopulationResult:
+        """The session itself (:meth:`train` releases the lock after it, whatever happens)."""
         t0, session_started = time.perf_counter(), now()
         started = read_json(self.run / "metadata.json").get("started") or session_started
-        self.run.update_metadata(status="running", started=started)
+        # this session's start, so a dashboard can count it in the run's wall time before the session is listed
+        self.run.update_metadata(status="running", started=started, session_started=session_started)
         if self.backend == "ray":
             from mission_gym.launch import ray_backend
             from mission_gym.launch.ray_backend import RayUnavailable
@@ -251,6 +291,7 @@ class PopulationRun:
             record = {"step": step, "scores": scores, "kept": kept + clones, "failed": failed, "best": ranked[0]}
             done_cuts.append({**record, "clones": clones} if clones else record)
             write_json(self.run / STATE, self.state)  # with the clones' entries in "members"
+            self._cut_recorded(done_cuts[-1])
             active = kept + clones
         best = done_cuts[-1]["best"]
         self._adopt(best)
@@ -258,6 +299,15 @@ class PopulationRun:
         return PopulationResult(
             self.run.path, "finished", 0, 0.0, winner=best["member"], winner_model=best["model"], record=rec
         )
+
+    def _cut_recorded(self, cut: dict[str, Any]) -> None:
+        """Tell :attr:`on_cut`; what it raises is a warning, as a page that cannot be drawn must not end the run."""
+        if self.on_cut is None:
+            return
+        try:
+            self.on_cut(self.run.path, cut)
+        except Exception as exc:
+            warnings.warn(f"population: the on_cut hook failed: {exc!r}", RuntimeWarning, stacklevel=2)
 
     def _clone(self, best: str, step: int, n: int) -> list[str]:
         """Copy member ``best``, paused at ``step``, ``n`` times as new members with seeds of their own (added to
@@ -271,7 +321,8 @@ class PopulationRun:
             for leftover in (dst, tmp):  # from a session stopped before this cut was recorded
                 if leftover.exists():
                     shutil.rmtree(leftover)
-            shutil.copytree(self.members_dir / best, tmp)
+            # not the source's lock, nor a file a killed writer left half-written
+            shutil.copytree(self.members_dir / best, tmp, ignore=shutil.ignore_patterns(LOCK_FILE, ".*.tmp*"))
             recipe = read_yaml(self.members_dir / f"{best}.yaml")  # the source's own (its variant's) configuration
             saved = read_yaml(tmp / "config.yaml")  # the source's finalised configuration, but the seed
             atomic_write_text(tmp / "config.yaml", dump_yaml({**saved, "seed": seed}))
@@ -297,6 +348,8 @@ class PopulationRun:
             args, resume = ("--preset", str(self.members_dir / f"{name}.yaml")), False
         if self.config.num_threads is not None:
             args += ("--num-threads", str(self.config.num_threads))
+        if not self.memory_check:
+            args += ("--no-memory-check",)
         if step < self.config.timesteps:
             args += ("--stop-at", str(step))
         return Job(name, args, resume=resume)
@@ -343,6 +396,7 @@ class PopulationRun:
                     self.members_dir,
                     address=self.ray_address,
                     max_parallel=None if self.ray_address else slots,
+                    memory_check=self.memory_check,
                     console=self.console,
                     live=False,
                     summary=False,
@@ -357,6 +411,7 @@ class PopulationRun:
             self.members_dir,
             max_parallel=slots,
             cores=cores,
+            memory_check=self.memory_check,
             console=self.console,
             live=False,
             summary=False,
@@ -400,17 +455,18 @@ class PopulationRun:
         """Copy the winning member's files into the run directory; its best-scoring model is ``best_model.zip``."""
         src = RunDir(self.members_dir / best["member"])
         dst = self.run
-        for name in ("progress.csv", "evaluations.csv", "final_model.zip", "final_vecnormalize.pkl"):
-            if (src / name).is_file():
-                shutil.copy2(src / name, dst / name)
+        # every file is copied atomically, final_model.zip last: --resume takes the run as finished once it is there
         for name in ("checkpoints", "tb", "frames"):
             if (src / name).is_dir():
-                shutil.copytree(src / name, dst / name, dirs_exist_ok=True)
+                shutil.copytree(src / name, dst / name, dirs_exist_ok=True, copy_function=atomic_copy)
         model = src / best["model"]
-        shutil.copy2(model, dst / "best_model.zip")
         stats = vecnormalize_path(model)
         if stats.is_file():
-            shutil.copy2(stats, vecnormalize_path(dst / "best_model.zip"))
+            atomic_copy(stats, vecnormalize_path(dst / "best_model.zip"))
+        atomic_copy(model, dst / "best_model.zip")
+        for name in ("progress.csv", "evaluations.csv", "final_vecnormalize.pkl", "final_model.zip"):
+            if (src / name).is_file():
+                atomic_copy(src / name, dst / name)
         meta = read_json(src / "metadata.json")
         dst.update_metadata(
             timesteps=meta.get("timesteps", self.config.timesteps),
@@ -431,7 +487,7 @@ def member_config(config: TrainConfig, seed: int) -> TrainConfig:
     return config.model_copy(update={"seed": seed, "population": Population()})
 
 
-def _check_variant(config: TrainConfig, variant: Any, index: int) -> TrainConfig:
+def _check_variant(config: TrainConfig, variant: Any, index: int, memory_check: bool = True) -> TrainConfig:
     """The run's configuration with ``population.variants[index]`` applied, finalised and checked like the first
     member's (its env and model built and closed).
 
@@ -439,7 +495,7 @@ def _check_variant(config: TrainConfig, variant: Any, index: int) -> TrainConfig
     """
     try:
         recipe = apply_variant(config, variant, index)
-        checked = Trainer.check(member_config(recipe, config.seed))
+        checked = Trainer.check(member_config(recipe, config.seed), memory_check=memory_check)
     except ConfigError as exc:
         msg = str(exc)
         raise ConfigError(msg if msg.startswith("population.variants") else f"population.variants[{index}]: {msg}") from None

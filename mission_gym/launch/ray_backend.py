@@ -45,14 +45,12 @@ class RayUnavailable(RuntimeError):
 
 def import_ray() -> Any:
     """``import ray``, or a :class:`RayUnavailable` that says how to install it."""
+    from mission_gym.optional import MissingExtra, require
+
     try:
-        import ray
-    except ImportError as exc:
-        raise RayUnavailable(
-            "the Ray backend needs Ray, which is not installed: pip install 'mission_gym[ray]' "
-            "(or pip install 'ray[default]'), or use --backend local"
-        ) from exc
-    return ray
+        return require("ray", "the Ray backend")
+    except MissingExtra as exc:
+        raise RayUnavailable(f"{exc}, or use --backend local") from exc
 
 
 def connect(address: str | None = None) -> bool:
@@ -192,7 +190,8 @@ def run_ray(
                 else nullcontext()
             )
             with view:
-                _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module)
+                extra = () if memory_check else ("--no-memory-check",)  # Ray admits by memory, or nothing does
+                _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module, extra)
     finally:
         if started_here:
             ray.shutdown()
@@ -201,7 +200,7 @@ def run_ray(
     return records, state["signal"]
 
 
-def _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module) -> None:
+def _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module, extra=()) -> None:
     pending = [r for r in records if r.state == "pending"]
     inflight: dict[Any, JobRecord] = {}
     last_draw = 0.0
@@ -250,7 +249,7 @@ def _drive(ray, remote, records, options, max_parallel, stop_timeout, state, vie
         while pending and (max_parallel is None or len(inflight) < max_parallel):
             r = pending.pop(0)
             threads = max(1, math.ceil(options[r.name]["num_cpus"]))
-            args = r.job.train_args(r.run_dir.parent, threads)
+            args = r.job.train_args(r.run_dir.parent, threads) + [a for a in extra if a not in r.job.args]
             inflight[remote.options(**options[r.name]).remote(args, str(r.log_path), threads, stop_timeout, module)] = r
             r.state = "submitted"
             event(f"submitted {r.name} log {r.log_path}")

@@ -84,16 +84,25 @@ class JobRecord:
             "run_dir": str(self.run_dir),
             "log": str(self.log_path),
             "seed": self.job.seed,
+            "group": self.job.group or None,
             "args": list(self.job.args),
             "cores": self.cores,
             "device": self.device,
             "estimate_host_mb": round(self.host_mb),
             "estimate_gpu_mb": round(self.gpu_mb),
             "node": self.node or None,
+            "started": _stamp(self.started),
+            "ended": _stamp(self.ended),
             "seconds": None if self.elapsed is None else round(self.elapsed, 1),
+            "total_steps": self.total_steps,
             "reason": self.reason or None,
             "last_progress": self.progress or None,
         }
+
+
+def _stamp(t: float | None) -> str | None:
+    """A POSIX time as metadata.json writes times (``ppo.rundir.now``), for the launch's page."""
+    return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
 
 
 def log_tail(path: Path, lines: int = 20) -> list[str]:

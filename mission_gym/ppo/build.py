@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mission_gym import ENV_ID
 from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import available_cores, enable_tf32, learner_threads, resolve_device
@@ -18,6 +19,7 @@ from mission_gym.ppo import parts
 from mission_gym.ppo.batch import check_batch_size, choose_batch_size
 from mission_gym.ppo.config import ACTIVATIONS, TrainConfig, ppo_extra_args
 from mission_gym.ppo.entropy import lean_entropy
+from mission_gym.ppo.portable import restore_schedules
 from mission_gym.ppo.rundir import read_json, vecnormalize_path
 from mission_gym.ppo.schedules import learning_rate_schedule
 from mission_gym.ppo.vec_env import make_vec_env, probe_spaces, resolve_kind
@@ -164,7 +166,7 @@ def build_run(
         parent, parent_stats, parent_info = _load_parent(parent_checkpoint, runs_dir)
         if parent_stats is not None and not config.normalize:
             config = config.model_copy(update={"normalize": True})  # the weights expect normalised inputs
-    if kind != "native" and checkpoint is None:
+    if (kind != "native" or config.env != ENV_ID) and checkpoint is None:  # MissionVecEnv checks its own spaces
         obs_space, act_space = probe_spaces(config.env, config.env_kwargs)
         if parent is not None:
             compare_spaces(parent, obs_space, act_space)
@@ -180,6 +182,7 @@ def build_run(
         callbacks = parts.session_callbacks(config, venv, step)
         if checkpoint is not None:
             model = PPO.load(checkpoint, env=venv, device=device)
+            restore_schedules(model, config)  # the file holds SB3-native stand-ins of the phased schedules
             # PPO.load reseeds every generator and the envs with the first session's seed (SB3's _setup_model), so
             # a resumed session would replay its games: seed this session's own (a population's clones, whose
             # seed differs, then see other games than the member they copy)

@@ -8,6 +8,7 @@ has been trained on every step its file name counts, and their frequencies are i
 from __future__ import annotations
 
 import csv
+import io
 import math
 import time
 from collections import defaultdict
@@ -20,7 +21,8 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from mission_gym import ENV_ID
-from mission_gym.ppo.rundir import RunDir, atomic_save, vecnormalize_path
+from mission_gym.ppo.portable import portable
+from mission_gym.ppo.rundir import RunDir, atomic_save_all, vecnormalize_path
 from mission_gym.ppo.vec_env import find_vec_normalize
 
 EVAL_COLUMNS = (
@@ -37,12 +39,16 @@ EVAL_COLUMNS = (
 
 
 def save_model(model: Any, path: Path) -> None:
-    """Save a model and, next to it, the VecNormalize statistics of its env (both atomically; stats first so
-    a model file always has its statistics)."""
+    """Save a model and, next to it, the VecNormalize statistics of its env: both are written in full before either
+    replaces its file (statistics first, so a model file always has its statistics), so a kill or a full disk
+    leaves the previous pair. The model file holds SB3's objects only, so it loads without Mission Gym
+    (:mod:`mission_gym.ppo.portable`)."""
     vecnorm = find_vec_normalize(model.get_env())
+    files: list[tuple[Path, Callable[[Any], None]]] = [(path, model.save)]
     if vecnorm is not None:
-        atomic_save(vecnormalize_path(path), lambda f: _pickle(vecnorm, f))
-    atomic_save(path, model.save)
+        files.insert(0, (vecnormalize_path(path), lambda f: _pickle(vecnorm, f)))
+    with portable(model):
+        atomic_save_all(files)
 
 
 def _pickle(obj: Any, f: Any) -> None:
@@ -114,7 +120,8 @@ class TimingCallback(BaseCallback):
         self.timings.rollout_s += rollout_s
         self.timings.last_rollout_end = now
         self.logger.record("time/rollout_s", rollout_s)
-        if self._last_train_s is not None:  # the update that ran before this rollout (SB3 logs train/* a row late too)
+        # the update that ran before this rollout, a row late as SB3 logs train/* (progress.csv moves both back)
+        if self._last_train_s is not None:
             self.logger.record("time/train_s", self._last_train_s)
 
 
@@ -279,10 +286,14 @@ def eval_record(
 
 
 def read_eval_records(path: Path) -> list[dict[str, str]]:
+    """The rows of ``evaluations.csv``, without a last row that a kill cut short (no newline at its end)."""
     if not path.is_file():
         return []
     with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+        text = f.read()
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    return list(csv.DictReader(io.StringIO(text, newline="")))
 
 
 class StepEvalCallback(BaseCallback):
@@ -378,6 +389,11 @@ class StepEvalCallback(BaseCallback):
 
     def _on_step(self) -> bool:
         return True
+
+
+class StopTraining(Exception):
+    """Raised by a callback (e.g. a search's ``callback_after_eval`` pruning a trial) to end the session early and
+    cleanly: the trainer saves a checkpoint, writes no final model and records status ``stopped`` with the message."""
 
 
 class StopFlagCallback(BaseCallback):

@@ -495,6 +495,79 @@ def schedule_changes(before: TrainConfig, after: TrainConfig) -> list[str]:
     return [line]
 
 
+def shadowed_overrides(config: TrainConfig, overrides: Mapping[str, Any]) -> list[str]:
+    """Lines saying which ``overrides`` (as given to :func:`apply_overrides`) a later phase or a population variant
+    replaces in ``config`` (the configuration they resolved to), so that a change that does not reach the whole
+    run is said before it starts.
+
+    A phase that sets ``learning_rate``, ``lr_schedule`` or ``ent_coef`` takes over from its start; a variant that
+    sets a field (or, for ``env_kwargs`` and ``hyperparams``, the same key) replaces the value in its members.
+    """
+    notes: list[str] = []
+    variants = [v.model_dump() if isinstance(v, BaseModel) else dict(v) for v in config.population.variants]
+    for key, value in overrides.items():
+        path = parse_path(key)
+        head = str(path[0])
+        for leaf_path, leaf in _leaves(path, value):
+            given = f"{_path_text(leaf_path)}={_value_text(leaf)}"
+            if len(leaf_path) == 1 and head in Phase.model_fields:
+                owner = next((i for i, p in enumerate(config.phases) if getattr(p, head) is not None), None)
+                if owner is not None:
+                    notes.append(
+                        f"{given} applies until phases[{owner}] at {config.phases[owner].start:,}; phases set their own "
+                        f"from there (phases[{owner}].{head}=... changes it)"
+                    )
+            for k, variant in enumerate(variants):
+                if _variant_sets(variant, leaf_path, config):
+                    members = [m for m in range(config.population.size) if m % len(variants) == k]
+                    where = f"population.variants[{k}]"
+                    notes.append(
+                        f"{given} is replaced by {where}'s own in member{'s' if len(members) > 1 else ''} "
+                        f"{', '.join(map(str, members))} ({where}.{_path_text(leaf_path)}=... changes it)"
+                    )
+    return notes
+
+
+def _leaves(path: list[str | int], value: Any) -> list[tuple[list[str | int], Any]]:
+    """``(path, value)`` of every leaf of a mapping override (``env_kwargs``, ``hyperparams``), or the override itself."""
+    if str(path[0]) in ("env_kwargs", "hyperparams") and isinstance(value, Mapping) and value:
+        out: list[tuple[list[str | int], Any]] = []
+        for k, v in value.items():
+            out += _leaves([*path, str(k)], v) if isinstance(v, Mapping) and v else [([*path, str(k)], v)]
+        return out
+    return [(path, value)]
+
+
+def _variant_sets(variant: Mapping[str, Any], path: Sequence[str | int], config: TrainConfig) -> bool:
+    """Whether a variant (its own settings) sets what ``path`` changes: for ``env_kwargs``/``hyperparams`` the same
+    key; for a phase or curriculum step one of its own with the same ``start`` (``setting`` and ``start``), which
+    merges over it; for ``phases``' fields a phase of its own that sets it; otherwise the field."""
+    head = str(path[0])
+    if len(path) == 1 and head in Phase.model_fields:
+        if any(isinstance(p, Mapping) and p.get(head) is not None for p in variant.get("phases") or []):
+            return True
+    if head not in variant:
+        return False
+    if head in ("phases", "curriculum"):
+        merge_key = ("start",) if head == "phases" else ("setting", "start")
+        items = [i.model_dump() for i in getattr(config, head)]
+        if len(path) > 1 and isinstance(path[1], int):
+            items = items[path[1] : path[1] + 1 or None]
+        own = {tuple((i.get(k, 0) if k == "start" else i.get(k)) for k in merge_key) for i in variant[head] or []}
+        return any(tuple(i[k] for k in merge_key) in own for i in items)
+    if head in ("env_kwargs", "hyperparams"):
+        node: Any = variant
+        for part in path:
+            if not isinstance(node, Mapping) or part not in node:
+                return False
+            node = node[part]
+    return True
+
+
+def _value_text(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 # PPO constructor arguments the configuration sets itself (or that make no sense from a command line).
 _MANAGED_PPO_ARGS = {
     "policy",

@@ -12,55 +12,17 @@ printed. A sample costs a few syscalls and two NVML queries (tens of microsecond
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import psutil
 from stable_baselines3.common.callbacks import BaseCallback
 
+from mission_gym.hardware import load_nvml, nvml_handle
+
 DEFAULT_HZ = 5.0
-
-
-def load_nvml() -> ModuleType | None:
-    """``pynvml`` (from nvidia-ml-py) initialised, or None when it is missing or no driver answers."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...: no GPU to watch
-        return None
-    return pynvml
-
-
-def nvml_handle(nvml: Any, device_index: int) -> Any:
-    """The NVML handle of torch's ``cuda:device_index``.
-
-    CUDA and NVML may number GPUs differently (``CUDA_VISIBLE_DEVICES``, ``CUDA_DEVICE_ORDER``), so the UUID torch
-    reports is used when available, then the ``CUDA_VISIBLE_DEVICES`` list, then the index itself.
-
-    :param nvml: the initialised ``pynvml`` module (or a stand-in with the same functions)
-    :param device_index: torch's CUDA device index
-    """
-    try:
-        import torch
-
-        uuid = str(torch.cuda.get_device_properties(device_index).uuid)
-        return nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
-    except Exception:
-        pass
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    if device_index < len(visible):
-        entry = visible[device_index]
-        if entry.isdigit():
-            return nvml.nvmlDeviceGetHandleByIndex(int(entry))
-        return nvml.nvmlDeviceGetHandleByUUID(entry)
-    return nvml.nvmlDeviceGetHandleByIndex(device_index)
 
 
 class ResourceSampler:

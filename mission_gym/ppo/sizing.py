@@ -2,6 +2,7 @@
 
 :func:`shape_from_config` turns a :class:`~mission_gym.ppo.config.TrainConfig` into a
 :class:`~mission_gym.ppo.memory.RunShape` (reading the spaces of envs other than Mission Gym by making one);
+:func:`check_memory` refuses a run that cannot fit the memory available before anything is allocated;
 :func:`largest_fitting_preset` and :func:`oom_message` weigh the presets against a card.
 """
 
@@ -10,9 +11,12 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from mission_gym import ENV_ID
+from mission_gym.config.yaml_io import ConfigError
+from mission_gym.hardware import GB, MB
 from mission_gym.ppo.batch import choose_batch_size
 from mission_gym.ppo.config import TrainConfig
 from mission_gym.ppo.memory import MemoryEstimate, RunShape, estimate_memory, fits
@@ -98,6 +102,79 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
         n_epochs=config.n_epochs,
         **spaces,
     )
+
+
+def memory_available(device: str) -> tuple[float, float | None]:
+    """What a run starting in this process may use, in bytes: host RAM (what is free now plus this process's own,
+    which the estimate counts) and, on a CUDA device, that device's free memory (None on a CPU)."""
+    import psutil
+
+    host = float(psutil.virtual_memory().available + psutil.Process().memory_info().rss)
+    if not device.startswith("cuda"):
+        return host, None
+    import torch
+
+    return host, float(torch.cuda.mem_get_info(torch.device(device))[0])
+
+
+def _size(n_bytes: float) -> str:
+    return f"{n_bytes / GB:,.1f} GiB" if n_bytes >= GB else f"{n_bytes / MB:,.0f} MB"
+
+
+def memory_refusal(shape: RunShape, host_bytes: float, gpu_bytes: float | None = None) -> str | None:
+    """Why a run of ``shape`` cannot fit the memory available (one line: the estimate, what is available and the
+    largest ``n_envs`` that fits), or None when it fits.
+
+    :param shape: the run (its device decides whether GPU memory counts)
+    :param host_bytes: host RAM available to it
+    :param gpu_bytes: GPU memory free on its device (None: not checked)
+    """
+
+    def over(est: MemoryEstimate) -> list[str]:
+        out = []
+        if est.host_bytes > host_bytes:
+            out.append(f"~{_size(est.host_bytes)} of host RAM where {_size(host_bytes)} is available")
+        if gpu_bytes is not None and est.gpu_bytes > gpu_bytes:
+            out.append(f"~{_size(est.gpu_bytes)} on {shape.device} where {_size(gpu_bytes)} is free")
+        return out
+
+    problems = over(estimate_memory(shape))
+    if not problems:
+        return None
+    low, high = 0, shape.n_envs - 1  # the largest n_envs below this one that fits (0: none); the estimate grows with it
+    while low < high:
+        mid = (low + high + 1) // 2
+        if over(estimate_memory(replace(shape, n_envs=mid))):
+            high = mid - 1
+        else:
+            low = mid
+    advice = (
+        f"the largest n_envs that fits is {low:,}"
+        if low
+        else "not even n_envs 1 fits (a smaller --n-steps, --batch-size or --network-arch may)"
+    )
+    return (
+        f"n_envs {shape.n_envs:,} (n_steps {shape.n_steps:,}, {shape.device}) does not fit this machine: the memory "
+        f"estimate is {' and '.join(problems)}; {advice} (--no-memory-check starts it anyway)"
+    )
+
+
+def check_memory(config: TrainConfig, device: str) -> None:
+    """Refuse a run that cannot fit the memory available now, before anything of it is allocated.
+
+    :param config: the finalised configuration
+    :param device: the resolved torch device it would train on
+    :raises ConfigError: naming the estimate, what is available and the largest ``n_envs`` that fits
+    """
+    try:
+        shape = shape_from_config(config, device=device)
+    except ConfigError:
+        raise
+    except ValueError:  # spaces the estimator cannot size: nothing to compare, the trainer reports what is wrong
+        return
+    why = memory_refusal(shape, *memory_available(device))
+    if why:
+        raise ConfigError(why)
 
 
 def largest_fitting_preset(

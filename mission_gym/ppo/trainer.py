@@ -2,13 +2,16 @@
 
 Everything that can be wrong with the input (preset, flags, env id, env arguments, batch size, device, a parent
 checkpoint with other spaces) is checked by :func:`~mission_gym.ppo.build.build_run` before the run directory is
-made, so bad input never leaves a half-made run behind.
+made, so bad input never leaves a half-made run behind; so is the memory the run needs against what the machine
+has (:func:`~mission_gym.ppo.sizing.check_memory`). A session holds its run's lock
+(:mod:`~mission_gym.ppo.runlock`) from the moment it touches the run until it ends.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import signal
 import sys
 import time
@@ -30,6 +33,7 @@ from mission_gym.ppo.callbacks import (
     StepEvalCallback,
     StopAtStepCallback,
     StopFlagCallback,
+    StopTraining,
     TimingCallback,
     Timings,
     read_eval_records,
@@ -37,8 +41,10 @@ from mission_gym.ppo.callbacks import (
     save_model,
 )
 from mission_gym.ppo.config import TrainConfig
+from mission_gym.ppo.recovery import newest_loadable_checkpoint
 from mission_gym.ppo.rundir import (
     RunDir,
+    atomic_open,
     atomic_write_text,
     check_run_name,
     default_run_name,
@@ -48,7 +54,9 @@ from mission_gym.ppo.rundir import (
     resolve_run_dir,
     write_new_run,
 )
+from mission_gym.ppo.runlock import RunLock, lock_run
 from mission_gym.ppo.schedules import entropy_schedule
+from mission_gym.ppo.sizing import check_memory
 
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 # Flags a resumed run may change: they touch neither the learning maths nor the env.
@@ -59,7 +67,8 @@ RESUME_OVERRIDES = ("timesteps", "device", "num_threads", "vec_env")
 class TrainResult:
     """What a training session did.
 
-    :param status: ``finished``, ``interrupted`` or ``crashed``
+    :param status: ``finished``, ``paused`` (``stop_at``), ``stopped`` (a callback raised
+        :class:`~mission_gym.ppo.callbacks.StopTraining`), ``interrupted`` or ``crashed``
     :param exit_code: 0, 130 (SIGINT), 143 (SIGTERM) or 1
     """
 
@@ -132,12 +141,21 @@ class Trainer:
     :param run: its directory (already created and populated)
     :param resume_step: the step a resumed session starts from (None for a new run)
     :param progress: show a progress bar (only on a terminal)
+    :param lock: the run's lock, held until the session ends (:meth:`train` or :meth:`close` releases it)
     """
 
-    def __init__(self, setup: RunSetup, run: RunDir, resume_step: int | None = None, progress: bool = True) -> None:
+    def __init__(
+        self,
+        setup: RunSetup,
+        run: RunDir,
+        resume_step: int | None = None,
+        progress: bool = True,
+        lock: RunLock | None = None,
+    ) -> None:
         self.setup, self.run = setup, run
         self.resume_step = resume_step
         self.progress = progress
+        self.lock = lock
 
     @property
     def config(self) -> TrainConfig:
@@ -156,15 +174,28 @@ class Trainer:
         return self.setup.threads
 
     # --- construction ---------------------------------------------------------------------------------------
-    @classmethod
-    def check(cls, config: TrainConfig) -> TrainConfig:
-        """Everything :meth:`create` checks for a new run of ``config``, making nothing: the env and model are
-        built and closed (a population checks each member's configuration this way before it starts them).
+    def close(self) -> None:
+        """End a session that will not train: close its env and release the run's lock."""
+        try:
+            self.setup.close()
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
+    @classmethod
+    def check(cls, config: TrainConfig, memory_check: bool = True) -> TrainConfig:
+        """Everything :meth:`create` checks for a new run of ``config``, making nothing: the env and model are
+        built and closed, starting no env worker process (a population checks each member's configuration this way
+        before it starts them).
+
+        :param memory_check: refuse a configuration whose memory estimate does not fit the machine
         :returns: the finalised configuration
         :raises ConfigError: for bad input
         """
-        setup = build_run(finalize_config(config))
+        config = finalize_config(config)
+        if memory_check:
+            check_memory(config, _device(config))
+        setup = build_run(config)
         setup.close()
         return setup.config
 
@@ -179,8 +210,10 @@ class Trainer:
         notes: str | None = None,
         command: str | None = None,
         progress: bool = True,
+        memory_check: bool = True,
     ) -> Trainer:
-        """Validate everything, build env and model, then make the run directory.
+        """Validate everything, build env and model, then make the run directory and take its lock (env worker
+        processes start when training does).
 
         :param config: the configuration (preset plus flags)
         :param runs_dir: parent of the run directory
@@ -188,8 +221,9 @@ class Trainer:
         :param parent_checkpoint: start from this model's weights (a branch); its VecNormalize statistics too
         :param branch_name: the branch's name (required with ``parent_checkpoint``)
         :param notes: free text kept in ``lineage.json``
-        :param command: the command line, for ``command.txt``
-        :raises ConfigError: for any bad input; nothing is created then
+        :param command: the command line, for ``command.txt`` and the lock
+        :param memory_check: refuse a run whose memory estimate does not fit the memory available
+        :raises ConfigError: for any bad input (a run that cannot fit in memory included); nothing is created then
         """
         config = finalize_config(config)
         if (parent_checkpoint is None) != (branch_name is None):
@@ -198,24 +232,38 @@ class Trainer:
         run = RunDir(Path(runs_dir) / name)
         if run.path.exists():
             raise ConfigError(f"run directory {str(run.path)!r} already exists; pick another --run-name or --resume it")
+        if memory_check:
+            check_memory(config, _device(config))
         setup = build_run(config, parent_checkpoint=parent_checkpoint, runs_dir=runs_dir)
         parent = setup.parent
-        run.create()
-        write_new_run(
-            run,
-            setup.config,
-            command,
-            notes,
-            lineage={
-                "parent": parent,
-                "root": parent["root"] if parent else name,
-                "branch": branch_name,
-                "observation_space": space_signature(setup.venv.observation_space),
-                "action_space": space_signature(setup.venv.action_space),
-            },
-            metadata={"hardware": hardware_info(setup.device, setup.threads), "vec_env": setup.config.vec_env, "sessions": []},
-        )
-        return cls(setup, run, progress=progress)
+        lock = None
+        try:
+            run.create()
+            lock = lock_run(run.path, command)  # before config.yaml: --resume finds no run until this one holds it
+            write_new_run(
+                run,
+                setup.config,
+                command,
+                notes,
+                lineage={
+                    "parent": parent,
+                    "root": parent["root"] if parent else name,
+                    "branch": branch_name,
+                    "observation_space": space_signature(setup.venv.observation_space),
+                    "action_space": space_signature(setup.venv.action_space),
+                },
+                metadata={
+                    "hardware": hardware_info(setup.device, setup.threads),
+                    "vec_env": setup.config.vec_env,
+                    "sessions": [],
+                },
+            )
+        except BaseException:
+            setup.close()
+            if lock is not None:
+                lock.release()
+            raise
+        return cls(setup, run, progress=progress, lock=lock)
 
     @classmethod
     def resume(
@@ -225,13 +273,17 @@ class Trainer:
         overrides: dict[str, Any] | None = None,
         command: str | None = None,
         progress: bool = True,
+        memory_check: bool = True,
     ) -> Trainer:
-        """Continue a run from its newest checkpoint: step count, schedules, statistics and logs continue.
+        """Take the run's lock and continue the run from its newest checkpoint that loads: step count, schedules,
+        statistics and logs continue.
 
         :param run: the run's name (under ``runs_dir``) or directory
         :param overrides: changes allowed on resume (:data:`RESUME_OVERRIDES`: timesteps, device, num_threads,
             vec_env)
-        :raises ConfigError: when the run, its configuration or a checkpoint is missing, or for other overrides
+        :param memory_check: refuse a session whose memory estimate does not fit the memory available
+        :raises ConfigError: when the run, its configuration or a checkpoint that loads is missing, for other
+            overrides, or when another process writes the run (:class:`~mission_gym.ppo.runlock.RunLocked`)
         """
         overrides = dict(overrides or {})
         bad = [k for k in overrides if k not in RESUME_OVERRIDES]
@@ -242,26 +294,33 @@ class Trainer:
                 "(branch instead: --parent-checkpoint CKPT --branch-name NAME)"
             )
         run_dir = RunDir(resolve_run_dir(run, runs_dir))
-        saved = validate(TrainConfig, read_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
-        config = finalize_config(validate(TrainConfig, {**saved.model_dump(), **overrides}, "command line"))
-        latest = run_dir.latest_checkpoint()
-        if latest is None:
-            raise ConfigError(f"run {str(run_dir.path)!r} has no checkpoint to resume from (checkpoints/ is empty)")
-        step, ckpt = latest
-        if step >= config.timesteps:
-            raise ConfigError(
-                f"run {run_dir.name!r} already reached {step:,} of its {config.timesteps:,} steps; "
-                "give a larger --timesteps to train on"
-            )
-        setup = build_run(config, checkpoint=ckpt)
-        if setup.config != saved:
-            atomic_write_text(run_dir / "config.yaml", dump_yaml(setup.config.model_dump()))
-        if command:
-            with open(run_dir / "command.txt", "a") as f:
-                f.write(command + "\n")
-        _drop_rows_after(run_dir / "evaluations.csv", step)
-        run_dir.update_metadata(target_timesteps=config.timesteps, hardware=hardware_info(setup.device, setup.threads))
-        return cls(setup, run_dir, resume_step=step, progress=progress)
+        lock = lock_run(run_dir.path, command)
+        setup = None
+        try:
+            saved = validate(TrainConfig, read_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
+            config = finalize_config(validate(TrainConfig, {**saved.model_dump(), **overrides}, "command line"))
+            step, ckpt = newest_loadable_checkpoint(run_dir, config.normalize)
+            if step >= config.timesteps:
+                raise ConfigError(
+                    f"run {run_dir.name!r} already reached {step:,} of its {config.timesteps:,} steps; "
+                    "give a larger --timesteps to train on"
+                )
+            if memory_check:
+                check_memory(config, _device(config))
+            setup = build_run(config, checkpoint=ckpt)
+            if setup.config != saved:
+                atomic_write_text(run_dir / "config.yaml", dump_yaml(setup.config.model_dump()))
+            if command:
+                with open(run_dir / "command.txt", "a") as f:
+                    f.write(command + "\n")
+            _drop_rows_after(run_dir / "evaluations.csv", step)
+            run_dir.update_metadata(target_timesteps=config.timesteps, hardware=hardware_info(setup.device, setup.threads))
+        except BaseException:
+            if setup is not None:
+                setup.close()
+            lock.release()
+            raise
+        return cls(setup, run_dir, resume_step=step, progress=progress, lock=lock)
 
     # --- training ---------------------------------------------------------------------------------------------
     def train(self, stop_at: int | None = None, callbacks: Sequence[Any] = (), callback_after_eval: Any = None) -> TrainResult:
@@ -272,6 +331,14 @@ class Trainer:
         :param callbacks: more SB3 callbacks for this session (e.g. a dashboard's)
         :param callback_after_eval: called after each evaluation (see :class:`~mission_gym.ppo.callbacks.StepEvalCallback`)
         """
+        try:
+            return self._train(stop_at, callbacks, callback_after_eval)
+        finally:
+            if self.lock is not None:
+                self.lock.release()
+
+    def _train(self, stop_at: int | None, callbacks: Sequence[Any], callback_after_eval: Any) -> TrainResult:
+        """The session itself (:meth:`train` releases the lock after it, whatever happens)."""
         from mission_gym.ppo.logger import make_logger
         from mission_gym.ppo.monitor import ResourceMonitorCallback
 
@@ -293,7 +360,13 @@ class Trainer:
             session_callbacks = self._callbacks(timings, evaluate, monitor, pause, received, callbacks)
             status, exit_code, message = self._learn(session_callbacks, received, pause)
         learn_s = time.perf_counter() - t_learn
-        checkpoint, final_eval = self._finish(status, start_steps, evaluate, timings, monitor)
+        try:
+            checkpoint, final_eval = self._finish(status, start_steps, evaluate, timings, monitor)
+        except OSError as exc:
+            if not _disk_full(exc):
+                raise
+            checkpoint, final_eval = None, None
+            status, exit_code, message = "crashed", 1, self._disk_full_message(exc)
         result = TrainResult(
             run_dir=run.path,
             status=status,
@@ -311,7 +384,11 @@ class Trainer:
             checkpoint=checkpoint,
             message=message if status != "paused" else f"paused at --stop-at {stop_at:,}; --resume {run.path} continues it",
         )
-        self._record_session(result, session)
+        try:
+            self._record_session(result, session)
+        except OSError as exc:  # the disk is full: metadata.json keeps what it said last
+            if not _disk_full(exc):
+                raise
         return result
 
     def _callbacks(
@@ -363,7 +440,11 @@ class Trainer:
             return "crashed", 1, f"an env worker process died ({type(exc).__name__}); its traceback is above"
         except KeyboardInterrupt:
             return "interrupted", EXIT_SIGNAL[signal.SIGINT], ""
+        except StopTraining as exc:
+            return "stopped", 0, f"stopped early: {exc}"
         except Exception as exc:
+            if isinstance(exc, OSError) and _disk_full(exc):  # one line says it all: no traceback
+                return "crashed", 1, self._disk_full_message(exc)
             traceback.print_exc()
             return "crashed", 1, _crash_message(exc, model, self.config, self.device)
         if received:
@@ -398,7 +479,9 @@ class Trainer:
                     final_eval = evaluate.evaluate_now()
                     torch.set_num_threads(self.threads)
                     timings.eval_s += time.perf_counter() - t0
-            model.logger.record("time/total_timesteps", model.num_timesteps)  # a last row: the final update and eval
+            # the final update and evaluation: a row of their own after a stop mid-rollout, else they fill in the
+            # columns the last rollout's row lacks (progress.csv keeps one row per step; TensorBoard gets them all)
+            model.logger.record("time/total_timesteps", model.num_timesteps)
             model.logger.dump(model.num_timesteps)
         finally:
             model.logger.close()
@@ -406,6 +489,15 @@ class Trainer:
             with contextlib.suppress(Exception):  # a dead worker's pipe; the run's files are what matter now
                 model.get_env().close()
         return checkpoint, final_eval
+
+    def _disk_full_message(self, exc: OSError) -> str:
+        """The one line a session stopped by a full disk ends with: what failed, what is kept, what to do."""
+        latest = self.run.latest_checkpoint()
+        kept = f"the newest checkpoint is {latest[1].name}" if latest else "there is no checkpoint yet"
+        return (
+            f"disk full: {exc.strerror or exc} writing {exc.filename or 'a file'}; nothing half-written was kept and "
+            f"{kept}; free some space, then --resume {self.run.path}"
+        )
 
     def _record_session(self, result: TrainResult, session: dict[str, Any]) -> None:
         meta = read_json(self.run / "metadata.json")
@@ -441,14 +533,32 @@ def _stop_on_signals() -> Iterator[list[int]]:
 
 
 def _drop_rows_after(path: Path, step: int) -> None:
-    """Rows a killed process wrote after the checkpoint a run resumes from are dropped, so its curves continue."""
+    """Rows a killed process wrote after the checkpoint a run resumes from are dropped, so its curves continue; so
+    is a last row a kill cut short. The file is replaced atomically."""
     if not path.is_file():
         return
     rows = [r for r in read_eval_records(path) if _int(r.get("timesteps")) <= step]
-    with open(path, "w", newline="") as f:
+    with atomic_open(path, "w") as f:
         writer = csv.DictWriter(f, fieldnames=EVAL_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
+
+
+def _disk_full(exc: OSError) -> bool:
+    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _device(config: TrainConfig) -> str:
+    """The device a configuration trains on (``auto`` resolved).
+
+    :raises ConfigError: for a device this machine does not have
+    """
+    from mission_gym.hardware import resolve_device
+
+    try:
+        return resolve_device(config.device)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _int(value: Any) -> int:

@@ -7,11 +7,10 @@ This module imports no SB3 or torch at the top: env worker processes import it t
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,8 @@ import gymnasium as gym
 from mission_gym import ENV_ID
 from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError
-from mission_gym.hardware import THREAD_ENV_VARS, cap_worker_threads
+from mission_gym.hardware import cap_worker_threads, parent_death_signal
+from mission_gym.optional import missing
 
 if TYPE_CHECKING:
     from stable_baselines3.common.vec_env import VecEnv, VecNormalize
@@ -88,22 +88,6 @@ def resolve_kind(kind: str, env_id: str, n_envs: int, cores: int, env_kwargs: di
     return kind
 
 
-@contextlib.contextmanager
-def worker_thread_env() -> Iterator[None]:
-    """Thread caps in the environment while workers start: the forkserver (started on first use) and the
-    workers forked from it read them when numpy and torch load, before any of our code runs there."""
-    saved = {var: os.environ.get(var) for var in THREAD_ENV_VARS}
-    os.environ.update({var: "1" for var in THREAD_ENV_VARS})
-    try:
-        yield
-    finally:
-        for var, value in saved.items():
-            if value is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = value
-
-
 @dataclass
 class EnvFactory:
     """A picklable ``env_fn`` for SB3's vec envs; in a worker process it also caps math threads and leaves
@@ -122,12 +106,27 @@ class EnvFactory:
         if self.in_worker:
             cap_worker_threads()
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            # a worker's parent is the forkserver, which exits when the trainer dies (kill -9 included): end with it
+            # even in the middle of a long step, rather than when the step returns and the pipe is found closed
+            die_with_parent = parent_death_signal(signal.SIGTERM, os.getppid())
+            if die_with_parent is not None:
+                die_with_parent()
         _register_mission(self.env_id)
         return gym.make(self.env_id, **self.env_kwargs)
 
 
-def probe_spaces(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
-    """Build one env in this process to check the id and keyword arguments; return its spaces.
+@dataclass(frozen=True)
+class EnvProbe:
+    """What one env built in this process tells about an env id and its arguments."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    render_mode: str | None
+    wrappers: tuple[type, ...]
+
+
+def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> EnvProbe:
+    """Build one env in this process to check the id and keyword arguments; what it tells.
 
     :raises ConfigError: when the env cannot be built with these arguments
     """
@@ -136,12 +135,29 @@ def probe_spaces(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gy
         env = EnvFactory(env_id, env_kwargs)()
     except ConfigError:
         raise
+    except gym.error.DependencyNotInstalled as exc:
+        if "mujoco" in str(exc).lower():
+            raise missing("mujoco", f"--env {env_id}") from None
+        raise ConfigError(f"--env {env_id}: {exc}".replace("\n", " ")) from None
     except (TypeError, ValueError, gym.error.Error) as exc:
         raise ConfigError(f"--env-kwargs for {env_id}: {exc}".replace("\n", " ")) from None
     try:
-        return env.observation_space, env.action_space
+        wrappers, layer = [], env
+        while isinstance(layer, gym.Wrapper):
+            wrappers.append(type(layer))
+            layer = layer.env
+        return EnvProbe(env.observation_space, env.action_space, env.render_mode, tuple(wrappers))
     finally:
         env.close()
+
+
+def probe_spaces(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
+    """Build one env in this process to check the id and keyword arguments; return its spaces.
+
+    :raises ConfigError: when the env cannot be built with these arguments
+    """
+    probe = probe_env(env_id, env_kwargs)
+    return probe.observation_space, probe.action_space
 
 
 def make_vec_env(
@@ -160,8 +176,8 @@ def make_vec_env(
 
     :param env_id: a registered Gymnasium id
     :param n_envs: number of envs
-    :param kind: ``native`` (Mission Gym's or a MuJoCo task's own), ``subproc`` or ``dummy`` (see :func:`resolve_kind`
-        for ``auto``)
+    :param kind: ``native`` (Mission Gym's or a MuJoCo task's own), ``subproc`` (its workers start at the first
+        reset) or ``dummy`` (see :func:`resolve_kind` for ``auto``)
     :param seed: env ``i`` is seeded with ``seed + i`` at the first reset
     :param env_kwargs: keyword arguments of the env (Mission Gym: config sections, ``config_dir``, ``scenario``)
     :param normalize: wrap in ``VecNormalize`` (observations)
@@ -171,7 +187,7 @@ def make_vec_env(
     :param threads: CPU threads the ``native`` env steps its games on (the same results whatever the count)
     :raises ConfigError: for an unknown env id or env arguments the env rejects
     """
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor, VecNormalize
 
     env_kwargs = dict(env_kwargs or {})
     if kind == "native" and env_id == ENV_ID:
@@ -184,7 +200,7 @@ def make_vec_env(
     elif kind == "native":
         from mission_gym.ppo.mujoco_vec import MujocoVecEnv
 
-        probe_spaces(env_id, env_kwargs)
+        probe_env(env_id, env_kwargs)
         try:
             venv = MujocoVecEnv(env_id, n_envs, env_kwargs)
         except ValueError as exc:
@@ -192,11 +208,13 @@ def make_vec_env(
         if seed is not None:
             venv.seed(seed)
     else:
-        probe_spaces(env_id, env_kwargs)
+        probe = probe_env(env_id, env_kwargs)
         if kind == "subproc":
+            from mission_gym.ppo.subproc import DeferredSubprocVecEnv
+
             fns: list[Callable[[], gym.Env]] = [EnvFactory(env_id, env_kwargs, in_worker=True) for _ in range(n_envs)]
-            with worker_thread_env():
-                venv = SubprocVecEnv(fns, start_method="forkserver")
+            # the workers start at the first reset (training), not here: checking a configuration starts no process
+            venv = DeferredSubprocVecEnv(fns, probe.observation_space, probe.action_space, probe.render_mode, probe.wrappers)
         elif kind == "dummy":
             venv = DummyVecEnv([EnvFactory(env_id, env_kwargs) for _ in range(n_envs)])
         else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import subprocess
 import sys
 import time
@@ -31,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from mission_gym.config.loader import suggest
-from mission_gym.hardware import available_cores
-from mission_gym.scripts.cli import CliParser, fail
+from mission_gym.hardware import available_cores, core_ids, thread_env
+from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
 
 ENV_KINDS: tuple[str, ...] = ("single", "dummy", "subproc", "native")
 DEFAULT_N_ENVS: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
@@ -263,6 +264,46 @@ def run_train_sweep(
     return rows
 
 
+def parse_placement(text: str) -> tuple[int, int]:
+    """``"4x1"`` → 4 members of 1 learner thread each."""
+    members, _, threads = text.partition("x")
+    try:
+        m, t = int(members), int(threads)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MEMBERSxTHREADS like 2x1, got {text!r}") from None
+    if m < 1 or t < 1:
+        raise argparse.ArgumentTypeError(f"members and threads must be >= 1, got {text!r}")
+    return m, t
+
+
+def run_placements(preset: str, placements: list[tuple[int, int]], rollouts: int, device: str) -> list[dict[str, object]]:
+    """Each (members, threads): that many train workers of ``preset`` at once, each with ``threads`` learner threads
+    pinned to its own ``threads`` cores (round-robin over this process's cores), the way a population runs them;
+    the rows give each member's steps/s and the machine's total."""
+    cores = core_ids()
+    rows: list[dict[str, object]] = []
+    for members, threads in placements:
+        procs = []
+        for k in range(members):
+            own = {cores[(k * threads + j) % len(cores)] for j in range(threads)}
+            cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--train-worker",
+                   json.dumps([preset, None, "native", rollouts, device, "lean", threads])]  # fmt: skip
+            env = {**os.environ, **thread_env(threads)}
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                          preexec_fn=lambda own=own: os.sched_setaffinity(0, own)))  # fmt: skip
+        fps = []
+        for proc in procs:
+            out, err = proc.communicate()
+            if proc.returncode != 0:
+                raise RuntimeError((err.strip().splitlines() or ["no output"])[-1])
+            fps.append(float(json.loads(out.strip().splitlines()[-1])["fps"]))
+        row = {"preset": preset, "members": members, "threads": threads, "cores": len(cores),
+               "member_steps_per_s": sum(fps) / len(fps), "total_steps_per_s": sum(fps)}  # fmt: skip
+        rows.append(row)
+        print(f"  {members} members x {threads} thread(s): {row['total_steps_per_s']:,.0f} steps/s in all", file=sys.stderr)
+    return rows
+
+
 def speedups(rows: list[dict[str, object]]) -> list[str]:
     """``lean`` over ``sb3`` per configuration measured both ways, and each preset's rows over its ``sb3-defaults``
     baseline (per wall-clock and per CPU second), as lines."""
@@ -331,8 +372,9 @@ def print_train_table(rows: list[dict[str, object]], title: str) -> None:
 
 def plot_train(rows: list[dict[str, object]], path: Path) -> None:
     """Training FPS and peak memory against n_envs, one line per (preset, vec-env kind)."""
-    import matplotlib
+    from mission_gym.optional import require
 
+    matplotlib = require("matplotlib", "--plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -406,8 +448,13 @@ def build_parser() -> CliParser:
         "training steps/s of presets as the trainer builds them (--mode train).",
     )
     p.add_argument(
-        "--mode", choices=["env", "train"], default="env", help="env: simulation only; train: PPO rollouts + updates"
-    )
+        "--mode", choices=["env", "train", "placement"], default="env",
+        help="env: simulation only; train: PPO rollouts + updates; placement: members x learner threads side by side",
+    )  # fmt: skip
+    p.add_argument(
+        "--placements", nargs="+", type=parse_placement, default=None, metavar="MxT",
+        help="--mode placement: M members of T learner threads each at once [1x1, 1xC, Cx1, 2Cx1 for C cores]",
+    )  # fmt: skip
     p.add_argument("--preset", nargs="+", default=["cpu"], metavar="NAME", help="presets measured by --mode train [cpu]")
     p.add_argument(
         "--rollouts", type=int, default=4, help="rollouts timed per configuration, after one of warm-up (--mode train)"
@@ -486,6 +533,34 @@ def _train_mode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _placement_mode(args: argparse.Namespace) -> int:
+    from mission_gym.ppo.presets import is_selector, preset_names
+
+    preset = args.preset[0]
+    if preset not in preset_names() or is_selector(preset):
+        return fail(f"--preset {preset!r} is not a run preset{suggest(preset, preset_names())}")
+    c = available_cores()
+    placements = args.placements or list(dict.fromkeys([(1, 1), (1, c), (c, 1), (2 * c, 1)]))
+    device = "cpu" if args.device == "auto" else args.device
+    rows = run_placements(preset, placements, args.rollouts, device)
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{preset}: members side by side on {c} cores ({args.rollouts} rollouts each after a warm-up)")
+    for col in ("members", "learner threads", "steps/s per member", "steps/s in all"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            str(r["members"]), str(r["threads"]), f"{r['member_steps_per_s']:,.0f}", f"{r['total_steps_per_s']:,.0f}"
+        )
+    Console(width=120).print(table)
+    if args.csv:
+        write_csv(rows, args.csv)
+        print(f"wrote {args.csv}")
+    return 0
+
+
+@one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.train_worker is not None:  # one configuration of --mode train, in its own process
@@ -496,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
         return fail(f"--n-envs values and --seconds must be positive (got {args.n_envs}, {args.seconds})")
     if args.mode == "train":
         return _train_mode(args)
+    if args.mode == "placement":
+        return _placement_mode(args)
     args.n_envs = args.n_envs or list(DEFAULT_N_ENVS)
     args.vec_env = args.vec_env or list(ENV_KINDS)
     bad = [k for k in args.vec_env if k not in ENV_KINDS]

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from mission_gym.config.loader import suggest
@@ -34,3 +36,19 @@ def fail(message: str) -> int:
     """Print one ``error:`` line to stderr and return exit status 2."""
     print(f"error: {message}", file=sys.stderr)
     return 2
+
+
+def one_line_missing_extras(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+    """A command's ``main`` that turns an optional package that is not installed (:class:`~mission_gym.optional.
+    MissingExtra`, wherever it is raised) into one ``error:`` line naming the extra to install, exit status 2."""
+
+    @functools.wraps(main)
+    def wrapped(argv: list[str] | None = None) -> int:
+        from mission_gym.optional import MissingExtra
+
+        try:
+            return main(argv)
+        except MissingExtra as exc:
+            return fail(str(exc))
+
+    return wrapped

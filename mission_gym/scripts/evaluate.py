@@ -13,7 +13,7 @@ from typing import Any
 
 from mission_gym.baselines import POLICIES
 from mission_gym.evaluation import EvalResult, evaluate_gym, evaluate_mission, held_out_seeds
-from mission_gym.scripts.cli import CliParser, fail
+from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
 
 
 def build_parser() -> CliParser:
@@ -52,6 +52,7 @@ def format_result(r: EvalResult) -> str:
     return "\n".join(lines)
 
 
+@one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.episodes < 1:

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.launch.jobs import Job, check_flag_names, describe, jobs_from_flags, load_jobs
-from mission_gym.scripts.cli import CliParser, fail
+from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
 
 
 def build_parser() -> CliParser:
@@ -119,6 +119,7 @@ def _jobs(args, extra: list[str]) -> list[Job]:
     return jobs
 
 
+@one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     own, extra = _split_passthrough(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(own)
@@ -152,11 +153,12 @@ def main(argv: list[str] | None = None) -> int:
             for j in jobs:
                 console.print(f"{j.name}: {describe(j, runs_dir)}", soft_wrap=True)
             return 0
+        launch_dir = _launch_dir(runs_dir)
         try:
             records, stop = run_ray(
                 jobs,
                 runs_dir,
-                _launch_dir(runs_dir),
+                launch_dir,
                 address=args.ray_address,
                 max_parallel=args.max_parallel,
                 memory_check=not args.no_memory_check,
@@ -166,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         except RayUnavailable as exc:
             return fail(str(exc))
+        _write_pages(launch_dir, runs_dir, console)
         return _status(records, stop)
 
     from mission_gym.launch.local import LocalLauncher
@@ -192,7 +195,22 @@ def main(argv: list[str] | None = None) -> int:
             )
         return 0
     records = launcher.run()
+    _write_pages(launcher.launch_dir, runs_dir, console)
     return _status(records, launcher.stop_signal)
+
+
+def _write_pages(launch_dir: Path, runs_dir: Path, console: Console) -> None:
+    """The launch's page (every job side by side, from its summary.json) and the runs index that lists it. Here, not
+    in the launcher: the launch layer does not import the dashboards. A page that cannot be drawn is only a warning:
+    the jobs' results stand."""
+    from mission_gym.dashboard import write_launch_pages
+
+    try:
+        page = write_launch_pages(launch_dir, runs_dir)[0]
+    except Exception as exc:
+        console.print(f"warning: the launch's page was not written: {exc!r}", highlight=False, soft_wrap=True)
+        return
+    console.print(f"launch page: {page}", highlight=False, soft_wrap=True)
 
 
 def _status(records, stop_signal: int | None) -> int:

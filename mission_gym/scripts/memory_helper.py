@@ -19,7 +19,7 @@ from mission_gym.ppo import memory as mem
 from mission_gym.ppo.config import TrainConfig, apply_overrides
 from mission_gym.ppo.presets import is_selector, load_preset, load_presets, preset_names, presets_dir
 from mission_gym.ppo.sizing import largest_fitting_preset, shape_from_config
-from mission_gym.scripts.cli import CliParser, fail
+from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
 
 
 def _mb(x: float) -> str:
@@ -176,6 +176,7 @@ def _resolve_device(device: str, preset_device: str | None) -> str | None:
     return None
 
 
+@one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.memory is not None and args.memory <= 0:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import NoReturn
 
+from mission_gym.scripts.cli import one_line_missing_extras
+
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports bad input as one line (exit status 2)."""
@@ -32,6 +34,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.fps <= 0 or args.width < 200 or (args.max_frames is not None and args.max_frames < 1):

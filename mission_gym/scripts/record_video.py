@@ -15,6 +15,7 @@ from collections import Counter
 from typing import NoReturn
 
 from mission_gym.dashboard.video import check_video_args, load_policy, record_video
+from mission_gym.scripts.cli import one_line_missing_extras
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -49,6 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:

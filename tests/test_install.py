@@ -1,0 +1,95 @@
+"""The install: every command has a console script, each optional package missing is one line naming the extra to
+install (exit 2), and (slow) a fresh virtual environment with only ``pip install -e .`` trains and evaluates."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomllib
+
+from mission_gym.scripts import bench, record_video, train_ppo
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+COMMANDS = ["mission-train", "mission-evaluate", "mission-launch", "mission-memory", "mission-bench", "mission-dashboard",
+            "mission-video", "mission-play", "mission-enjoy", "mission-search", "mission-hub"]  # fmt: skip
+
+
+def test_every_command_has_a_console_script_documented_in_the_readme() -> None:
+    scripts = PYPROJECT["project"]["scripts"]
+    assert sorted(scripts) == sorted(COMMANDS)
+    readme = (ROOT / "README.md").read_text()
+    for name, target in scripts.items():
+        module, _, attr = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), attr)), target
+        assert f"`{name}`" in readme, f"{name} is not in the README's commands table"
+    assert (ROOT / "mission_gym" / "py.typed").is_file()
+    assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["mission_gym"]
+
+
+def test_core_dependencies_leave_the_optional_parts_to_extras() -> None:
+    core = " ".join(PYPROJECT["project"]["dependencies"])
+    for heavy in ("mujoco", "imageio", "matplotlib", "ray", "pygame", "wandb", "optuna", "huggingface"):
+        assert heavy not in core, heavy
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert {"mujoco", "video", "plot", "ray", "play", "track", "hub", "search", "dev"} <= set(extras)
+
+
+def test_missing_extras_are_one_line_with_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)
+    assert record_video.main(["--policy", "greedy", "--out", "a.mp4", "--max-steps", "2"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: an mp4 video needs imageio-ffmpeg, which is not installed: pip install 'mission_gym[video]'"
+    )
+    assert record_video.main(["--policy", "greedy", "--out", "a.gif", "--max-steps", "2"]) == 0  # gifs need no extra
+    capsys.readouterr()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(Exception, match=r"--plot needs matplotlib, which is not installed: pip install 'mission_gym\[plot\]'"):
+        bench.plot_train([], tmp_path / "x.png")
+    for module in [m for m in sys.modules if m == "mujoco" or m.startswith(("mujoco.", "gymnasium.envs.mujoco"))]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, "mujoco", None)
+    assert train_ppo.main(["--preset", "mujoco", "--env", "Hopper-v5"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "error: --env Hopper-v5 needs MuJoCo, which is not installed: pip install 'mission_gym[mujoco]'"
+
+
+@pytest.mark.slow
+def test_a_fresh_core_install_trains_the_quick_preset_and_evaluates_it(tmp_path: Path) -> None:
+    """``pip install -e .`` (no extras; torch installed first, as the Makefile does) in a new virtual environment."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    bin_dir = venv / "bin"
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    pip = [str(bin_dir / "python"), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, f"torch=={__import__('torch').__version__.split('+')[0]}"], check=True, env=clean, timeout=900)
+    subprocess.run([*pip, "-e", str(ROOT)], check=True, env=clean, timeout=1200)
+    missing = subprocess.run(
+        [str(bin_dir / "python"), "-c", "import importlib.util as u; print([m for m in "
+         "('mujoco', 'imageio', 'pygame', 'ray', 'wandb', 'optuna', 'huggingface_hub') if u.find_spec(m)])"],
+        env=clean, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert missing == "[]", f"the core install pulled optional packages: {missing}"
+    run = subprocess.run(
+        [str(bin_dir / "mission-train"), "--preset", "quick", "--run-name", "q", "--no-progress"],
+        cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "finished: 2,048 / 2,048 steps" in run.stdout and (tmp_path / "runs" / "q" / "dashboard.html").is_file()
+    evaluation = subprocess.run(
+        [str(bin_dir / "mission-evaluate"), "q", "--episodes", "5"], cwd=tmp_path, env=clean, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert evaluation.returncode == 0, evaluation.stderr
+    assert "win rate" in evaluation.stdout
+    enjoy = subprocess.run([str(bin_dir / "mission-enjoy"), "q"], cwd=tmp_path, env=clean, capture_output=True, text=True)
+    assert enjoy.returncode == 2
+    assert enjoy.stderr.strip() == "error: mission-enjoy needs pygame, which is not installed: pip install 'mission_gym[play]'"
