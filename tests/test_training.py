@@ -58,6 +58,29 @@ def test_gpu_presets_are_the_cpu_recipe_with_their_members(name):
     assert gpu.population.model_dump(exclude={"size"}) == cpu.population.model_dump(exclude={"size"})
 
 
+@pytest.mark.parametrize(
+    "name, env, zoo",
+    [
+        ("hopper", "Hopper-v5", None),  # the mujoco recipe, batched
+        ("halfcheetah", "HalfCheetah-v5", (0.98, 0.92, 0.1, 0.000401762, 0.58096, 0.8)),
+        ("walker2d", "Walker2d-v5", (0.99, 0.95, 0.1, 0.000585045, 0.871923, 1.0)),
+    ],
+)
+def test_mujoco_presets_batch_their_task_on_the_native_env(name, env, zoo):
+    """hopper, halfcheetah, walker2d: 1M steps of their task, 8 envs on the native MuJoCo env; halfcheetah and
+    walker2d carry rl-baselines3-zoo's values for their task (gamma, lambda, clip, entropy, value, gradient norm)."""
+    config = load_preset(name)
+    assert (config.env, config.timesteps, config.n_envs, config.vec_env) == (env, 1_000_000, 8, "native")
+    assert config.normalize and config.normalize_reward and config.device == "cpu"
+    if zoo is None:
+        mujoco = load_preset("mujoco")
+        assert config.rollout == mujoco.rollout and config.learning_rate == mujoco.learning_rate
+    else:
+        got = (config.gamma, config.gae_lambda, config.clip_range, config.ent_coef, config.vf_coef, config.max_grad_norm)
+        assert got == zoo
+        assert config.hyperparams["policy_kwargs"] == {"log_std_init": -2} and not config.ortho_init
+
+
 def test_a_preset_may_start_from_another(tmp_path):
     (tmp_path / "mine.yaml").write_text("base: cpu\nseed: 7\npopulation: {size: 6}\n")
     mine = load_preset(tmp_path / "mine.yaml")
