@@ -272,6 +272,20 @@ def parent_death_signal(sig: int, parent: int) -> Callable[[], None] | None:
     return arm
 
 
+def disarm_parent_death_signal() -> None:
+    """Ask for no more parent-death signals (Linux; nothing elsewhere). The kernel sends one each time a dead parent's
+    child is handed on to the parent's next exiting thread, so an orphan gets it several times; a process that is
+    already stopping on the first wants no more."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def cap_worker_threads() -> None:
     """Limit a worker process to one math thread (called inside env workers, before the env is built)."""
     os.environ.update(thread_env(1))

@@ -175,7 +175,8 @@ def alive(pids: list[int]) -> list[int]:
     return out
 
 
-def wait_gone(pids: list[int], timeout: float = 15) -> list[int]:
+# generous: an orphan never ends, and a member saving its checkpoint on a loaded 2-core machine takes seconds
+def wait_gone(pids: list[int], timeout: float = 60) -> list[int]:
     deadline = time.monotonic() + timeout
     while alive(pids) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -521,3 +522,38 @@ def test_sigkill_of_a_ray_driver_ends_its_jobs(tmp_path):
 
     with RunLock(job.path, "test"):  # nothing writes the run any more
         pass
+
+
+def test_an_orphan_takes_the_repeated_parent_death_signal_as_one_stop_request(monkeypatch):
+    """The kernel repeats a dead parent's SIGTERM once per thread of it; an orphaned trainer must not read the repeats
+    as a second Ctrl-C (stop at once) nor die of one after its stop (the lock would stay filled): the first one
+    disarms the parent-death signal and the repeats are ignored. A second signal to a trainer with its parent is
+    still 'stop at once'."""
+    import ctypes
+
+    from mission_gym.hardware import parent_death_signal
+    from mission_gym.ppo import trainer
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    armed = ctypes.c_int(-1)
+    arm = parent_death_signal(signal.SIGTERM, os.getppid())
+    assert arm is not None
+    arm()
+    with trainer._stop_on_signals() as received:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        assert received == [signal.SIGTERM]
+        prctl(2, ctypes.byref(armed))  # PR_GET_PDEATHSIG
+        assert armed.value == 0, "the parent-death signal is still armed after the stop request"
+        real_parent = os.getppid()
+        monkeypatch.setattr(trainer.os, "getppid", lambda: real_parent + 1)  # the parent died: now an orphan
+        for _ in range(3):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+        assert received == [signal.SIGTERM]
+    monkeypatch.undo()
+    with pytest.raises(KeyboardInterrupt), trainer._stop_on_signals():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)

@@ -71,9 +71,12 @@ def test_sb3_standard_eval_tags_in_progress_csv_and_tensorboard(tmp_path: Path) 
     trainer.train()
     with open(tmp_path / "p" / "progress.csv") as f:
         rows = list(csv.DictReader(f))
+    with open(tmp_path / "p" / "evaluations.csv") as f:
+        evaluated = [int(r["timesteps"]) for r in csv.DictReader(f)]
+    assert evaluated == [128, 256]
     for tag in SB3_EVAL_TAGS:
-        values = [float(r[tag]) for r in rows if r.get(tag)]
-        assert len(values) >= 2, tag  # each in-training evaluation (128, 256)
+        steps = [int(float(r["time/total_timesteps"])) for r in rows if r.get(tag)]
+        assert steps == evaluated, tag  # each evaluation in the row of the step it was made at
     acc = EventAccumulator(str(tmp_path / "p" / "tb"))
     acc.Reload()
     assert set(SB3_EVAL_TAGS) <= set(acc.Tags()["scalars"])

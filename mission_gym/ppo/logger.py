@@ -4,10 +4,11 @@ A resumed run restarts from its newest checkpoint, which is older than the last 
 those rows are dropped from ``progress.csv`` and hidden in TensorBoard (``purge_step``), so both step axes
 continue from the checkpoint with no reset and no overlap.
 
-``progress.csv`` has one row per step count, and a row holds its rollout and the update made of it: SB3 logs an
-update's values (``train/*``, and the trainer's ``time/train_s``) with the next rollout's, a row late, and the last
-update's only in a row of its own at the same step; the CSV writer puts them in the row of the rollout they
-trained on. TensorBoard keeps SB3's steps.
+``progress.csv`` has one row per step count, and a row holds its rollout, the update made of it and the evaluation
+that followed that update: SB3 logs those values (``train/*``, the trainer's ``time/train_s``, ``eval/*``) with the
+next rollout's, a row late, and the last ones only in a row of their own at the same step; the CSV writer puts them
+in the row of the rollout they trained on, so an evaluation sits at the step ``evaluations.csv`` gives it.
+TensorBoard keeps SB3's steps.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from stable_baselines3.common.logger import (
 from mission_gym.ppo.rundir import atomic_write_text
 
 STEP_COLUMN = "time/total_timesteps"
-#: what an update logs (SB3's train/* and the trainer's timing of it): it belongs to the rollout it trained on
-UPDATE_KEYS = ("train/", "time/train_s")
+#: what is logged after an update (SB3's train/*, the trainer's timing of it, the evaluation that follows it): it
+#: belongs to the rollout the update trained on
+UPDATE_KEYS = ("train/", "time/train_s", "eval/")
 
 
 def _cell(value: Any) -> str:

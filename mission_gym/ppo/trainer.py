@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import os
 import signal
 import sys
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
+from mission_gym.hardware import disarm_parent_death_signal
 from mission_gym.ppo.build import RunSetup, build_run, finalize_config, space_signature
 from mission_gym.ppo.callbacks import (
     EVAL_COLUMNS,
@@ -514,14 +516,19 @@ class Trainer:
 @contextlib.contextmanager
 def _stop_on_signals() -> Iterator[list[int]]:
     """SIGINT and SIGTERM ask training to stop after the current step (the signals received are yielded); a second
-    one stops it at once."""
+    one stops it at once, unless the process has lost its parent: the kernel then repeats its parent-death SIGTERM
+    (once per thread of the dead parent), and the repeats are not a second request."""
     received: list[int] = []
+    parent = os.getppid()
 
     def on_signal(signum: int, frame: Any) -> None:
-        if received:  # a second Ctrl-C: stop at once
-            signal.signal(signum, signal.SIG_DFL)
+        if received:
+            if os.getppid() != parent:  # orphaned: the parent-death signal again
+                return
+            signal.signal(signum, signal.SIG_DFL)  # a second Ctrl-C: stop at once
             raise KeyboardInterrupt
         received.append(signum)
+        disarm_parent_death_signal()  # stopping already: no more from a dying parent, during or after the stop
         print(f"\n{signal.Signals(signum).name}: stopping after this step, saving a checkpoint...", file=sys.stderr)
 
     previous = {s: signal.signal(s, on_signal) for s in EXIT_SIGNAL}
