@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -89,17 +90,22 @@ def bench_env(kind: str, n_envs: int, seconds: float, seed: int = 0, threads: in
     try:
         venv.reset()
         n_att = venv.action_space.shape[0]
-        actions = rng.integers(0, 11, size=(64, n_envs, n_att))
-        for k in range(3):  # warm-up: compiled kernels loaded, workers started
-            venv.step(actions[k])
-        rounds = 0
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            venv.step(actions[rounds % len(actions)])
-            rounds += 1
-        return rounds * n_envs / (time.perf_counter() - start)
+        return _steps_per_second(venv, list(rng.integers(0, 11, size=(64, n_envs, n_att))), n_envs, seconds)
     finally:
         venv.close()
+
+
+def _steps_per_second(venv: Any, actions: list[np.ndarray], n_envs: int, seconds: float) -> float:
+    """Env steps per second of ``venv`` stepping the given batches of actions in turn for about ``seconds``, after a
+    warm-up of 3 steps (compiled kernels loaded, workers started)."""
+    for k in range(3):
+        venv.step(actions[k])
+    rounds = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        venv.step(actions[rounds % len(actions)])
+        rounds += 1
+    return rounds * n_envs / (time.perf_counter() - start)
 
 
 def run_env_sweep(
@@ -198,14 +204,7 @@ def bench_gym_env(env_id: str, kind: str, n_envs: int, seconds: float, seed: int
         space = venv.action_space
         space.seed(seed)
         actions = [np.stack([space.sample() for _ in range(n_envs)]) for _ in range(64)]
-        for k in range(3):
-            venv.step(actions[k])
-        rounds = 0
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            venv.step(actions[rounds % len(actions)])
-            rounds += 1
-        return rounds * n_envs / (time.perf_counter() - start)
+        return _steps_per_second(venv, actions, n_envs, seconds)
     finally:
         venv.close()
 
