@@ -255,13 +255,8 @@ def parent_death_signal(sig: int, parent: int) -> Callable[[], None] | None:
         request was made leaves the child adopted by another process, which the function checks for, sending
         ``sig`` at once
     """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
+    prctl = _prctl()
+    if prctl is None:
         return None
 
     def arm() -> None:
@@ -276,14 +271,21 @@ def disarm_parent_death_signal() -> None:
     """Ask for no more parent-death signals (Linux; nothing elsewhere). The kernel sends one each time a dead parent's
     child is handed on to the parent's next exiting thread, so an orphan gets it several times; a process that is
     already stopping on the first wants no more."""
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, 0)
+
+
+def _prctl() -> Callable[..., int] | None:
+    """Linux's ``prctl`` through ctypes; None elsewhere or where libc does not offer it."""
     if not sys.platform.startswith("linux"):
-        return
+        return None
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, 0)
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
 
 
 def cap_worker_threads() -> None:
