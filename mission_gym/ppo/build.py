@@ -7,6 +7,7 @@ resumed from a checkpoint, or branched from a parent's weights), and the machine
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -180,6 +181,9 @@ def build_run(
         venv = make_training_env(config, kind, config.seed, parent_stats)
     try:
         callbacks = parts.session_callbacks(config, venv, step)
+        # SB3 warns that an MLP policy on a GPU leaves it idle; the GPU presets run members side by side for that
+        # reason (docs/gpu-guide.md), so the warning says nothing a user of them can act on
+        warnings.filterwarnings("ignore", message="You are trying to run .* on the GPU", category=UserWarning)
         if checkpoint is not None:
             model = PPO.load(checkpoint, env=venv, device=device)
             restore_schedules(model, config)  # the file holds SB3-native stand-ins of the phased schedules

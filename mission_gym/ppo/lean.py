@@ -96,15 +96,16 @@ class LeanPPO(PPO):
         size = data[0].shape[0]
         batch_size = self.batch_size
         discrete = isinstance(self.action_space, spaces.Discrete)
-        sums = th.zeros(5, dtype=th.float64)  # policy loss, clip fraction, value loss, entropy loss, minibatches
+        sums = th.zeros(5, dtype=th.float64, device=self.device)  # policy loss, clip fraction, value loss, entropy loss, minibatches
         params = [p for p in policy.parameters()]
         continue_training = True
-        approx_kl = th.zeros((), dtype=th.float64)
-        loss = th.zeros(())
+        approx_kl = th.zeros((), dtype=th.float64, device=self.device)
+        loss = th.zeros((), device=self.device)
+        one = th.ones((), device=self.device)
         for epoch in range(self.n_epochs):
-            order = th.from_numpy(np.random.permutation(size))  # SB3's RolloutBuffer.get draws the same permutation
+            order = th.from_numpy(np.random.permutation(size)).to(self.device)  # SB3's RolloutBuffer.get draws the same permutation
             observations, actions, old_values, old_log_prob, advantages_all, returns = (t[order] for t in data)
-            kl_sum, kl_n = th.zeros((), dtype=th.float64), 0
+            kl_sum, kl_n = th.zeros((), dtype=th.float64, device=self.device), 0
             for start in range(0, size, batch_size):
                 end = start + batch_size
                 batch_actions = actions[start:end]
@@ -130,7 +131,7 @@ class LeanPPO(PPO):
                 loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
                 with th.no_grad():
                     clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float())
-                    sums += th.stack((policy_loss, clip_fraction, value_loss, entropy_loss, th.ones(()))).double()
+                    sums += th.stack((policy_loss, clip_fraction, value_loss, entropy_loss, one)).double()
                     log_ratio = log_prob - batch_old_log_prob
                     approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio)
                     kl_sum += approx_kl_div
