@@ -85,6 +85,12 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
         help="start even when the memory estimate exceeds the RAM (or GPU memory) available; by default such a run "
         "is refused before anything is allocated, naming the largest --n-envs that fits",
     )
+    machine.add_argument(
+        "--no-mps",
+        action="store_true",
+        help="a population's members on one GPU time-slice it; by default they share it through a private MPS "
+        "daemon, about 3x the steps/s (docs/gpu-guide.md)",
+    )
     run = p.add_argument_group("run directory")
     run.add_argument("--run-name", metavar="NAME", help="directory name under --runs-dir [<env>_<preset>_<time>]")
     run.add_argument("--runs-dir", default="runs", metavar="DIR", help="where runs live [runs]")

@@ -33,6 +33,7 @@ from mission_gym.hardware import (
     thread_env,
     total_ram_gb,
 )
+from mission_gym.launch import mps as gpu_mps
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.report import JobRecord, failure_reason, print_summary, status_line, status_table
 from mission_gym.launch.resources import (
@@ -174,6 +175,7 @@ class LocalLauncher:
     :param command: builds a child's argv from (job, runs_dir, threads); tests swap in stand-ins
     :param summary: print the summary table and write ``summary.json`` at the end
     :param status_every_s: without a live table, print one line of every running job's steps this often (0: never)
+    :param mps: with more than one CUDA job at a time, serve them by a private MPS daemon (:mod:`mission_gym.launch.mps`)
     """
 
     def __init__(
@@ -191,6 +193,7 @@ class LocalLauncher:
         poll_interval: float = 0.25,
         summary: bool = True,
         status_every_s: float = 0.0,
+        mps: bool = True,
     ) -> None:
         self.runs_dir = Path(runs_dir)
         self.launch_dir = Path(launch_dir)
@@ -205,6 +208,8 @@ class LocalLauncher:
         self.poll_interval = poll_interval
         self.summary = summary
         self.status_every_s = status_every_s
+        self.mps = mps
+        self._extra_env: dict[str, str] = {}
         self.gpus: list[GpuInfo] = list_gpus()
         self.records = [JobRecord(j, self.runs_dir / j.name, self.launch_dir / f"{j.name}.log") for j in jobs]
         for r in self.records:
@@ -238,7 +243,9 @@ class LocalLauncher:
             if why:  # waiting for memory to free up would wait forever
                 r.state, r.reason = "skipped", f"not started: {why}; it can never fit (--no-memory-check starts it anyway)"
                 self._event(f"[red]skipped[/] {r.name}: {r.reason}")
-        with stop_signals(self._on_signal), live:
+        gpu_jobs = sum(r.gpu_mb > 0 and r.state == "pending" for r in self.records)
+        sharing = gpu_mps.sharing(self.mps, gpu_jobs, self.max_parallel, say=self._event)
+        with stop_signals(self._on_signal), sharing as self._extra_env, live:
             while True:
                 self._reap()
                 if self.stop_signal is not None:
@@ -360,7 +367,7 @@ class LocalLauncher:
         cores = self._alloc.take(job.cpus or self.cores_per_job)
         argv = self.command(job, self.runs_dir, len(cores))
         try:
-            proc = spawn(argv, r.log_path, child_env(len(cores)), cores)
+            proc = spawn(argv, r.log_path, {**child_env(len(cores)), **self._extra_env}, cores)
         except OSError as exc:
             self._alloc.release(cores)
             r.state, r.reason, r.started, r.ended = "failed", f"could not start: {exc}", time.time(), time.time()

@@ -122,6 +122,7 @@ class PopulationRun:
     :param on_cut: called after each cut is recorded (see :data:`CutHook`); also settable as ``run.on_cut``
     :param memory_check: admit members by their memory estimates (the pool's, and each member's own check)
     :param lock: the run's lock, held until :meth:`train` ends (or :meth:`close`)
+    :param mps: members side by side on a GPU share it through MPS (:mod:`mission_gym.launch.mps`)
     """
 
     def __init__(
@@ -134,12 +135,13 @@ class PopulationRun:
         on_cut: CutHook | None = None,
         memory_check: bool = True,
         lock: RunLock | None = None,
+        mps: bool = True,
     ) -> None:
         if backend not in BACKENDS:
             raise ConfigError(f"--backend {backend!r} is not valid; valid: {', '.join(BACKENDS)}")
         self.config, self.run = config, run
         self.backend, self.ray_address = backend, ray_address
-        self.memory_check, self.lock = memory_check, lock
+        self.memory_check, self.lock, self.mps = memory_check, lock, mps
         self.console = console or Console(highlight=False)
         self.members_dir = run.path / MEMBERS
         self.state: dict[str, Any] = read_json(run / STATE)
@@ -159,7 +161,7 @@ class PopulationRun:
     ) -> PopulationRun:
         """Check every member's configuration (building one env and model per recipe), then make the run directory.
 
-        :param options: ``backend``, ``ray_address``, ``console``, ``memory_check`` (see the class)
+        :param options: ``backend``, ``ray_address``, ``console``, ``memory_check``, ``mps`` (see the class)
         :raises ConfigError: for bad input (a member that cannot fit in memory included); nothing is created then
         """
         name = check_run_name(run_name or default_run_name(config.env, config.preset))
@@ -416,6 +418,7 @@ class PopulationRun:
             live=False,
             summary=False,
             status_every_s=STATUS_EVERY_S,
+            mps=self.mps,
         )
         records = launcher.run()
         self.stop_signal = launcher.stop_signal

@@ -96,14 +96,16 @@ class LeanPPO(PPO):
         size = data[0].shape[0]
         batch_size = self.batch_size
         discrete = isinstance(self.action_space, spaces.Discrete)
-        sums = th.zeros(5, dtype=th.float64, device=self.device)  # policy loss, clip fraction, value loss, entropy loss, minibatches
+        # policy loss, clip fraction, value loss, entropy loss, minibatches
+        sums = th.zeros(5, dtype=th.float64, device=self.device)
         params = [p for p in policy.parameters()]
         continue_training = True
         approx_kl = th.zeros((), dtype=th.float64, device=self.device)
         loss = th.zeros((), device=self.device)
         one = th.ones((), device=self.device)
         for epoch in range(self.n_epochs):
-            order = th.from_numpy(np.random.permutation(size)).to(self.device)  # SB3's RolloutBuffer.get draws the same permutation
+            # SB3's RolloutBuffer.get draws the same permutation
+            order = th.from_numpy(np.random.permutation(size)).to(self.device)
             observations, actions, old_values, old_log_prob, advantages_all, returns = (t[order] for t in data)
             kl_sum, kl_n = th.zeros((), dtype=th.float64, device=self.device), 0
             for start in range(0, size, batch_size):

@@ -16,7 +16,7 @@ from typing import Any
 
 from mission_gym import ENV_ID
 from mission_gym.config.yaml_io import ConfigError
-from mission_gym.hardware import GB, MB
+from mission_gym.hardware import GB, MB, list_gpus
 from mission_gym.ppo.batch import choose_batch_size
 from mission_gym.ppo.config import TrainConfig
 from mission_gym.ppo.memory import MemoryEstimate, RunShape, estimate_memory, fits
@@ -112,6 +112,10 @@ def memory_available(device: str) -> tuple[float, float | None]:
     host = float(psutil.virtual_memory().available + psutil.Process().memory_info().rss)
     if not device.startswith("cuda"):
         return host, None
+    index = int(device.split(":", 1)[1]) if ":" in device else 0
+    gpu = next((g for g in list_gpus() if g.index == index), None)
+    if gpu is not None:  # NVML: asking torch would give this process a CUDA context (hundreds of MB) it may not need
+        return host, gpu.free_mb * MB
     import torch
 
     return host, float(torch.cuda.mem_get_info(torch.device(device))[0])

@@ -195,11 +195,14 @@ class Trainer:
         :raises ConfigError: for bad input
         """
         config = finalize_config(config)
+        device = _device(config)  # refuses a device this machine does not have
         if memory_check:
-            check_memory(config, _device(config))
-        setup = build_run(config)
+            check_memory(config, device)
+        # built on the CPU: the check needs no GPU, and a CUDA context would hold hundreds of MB of it for as long
+        # as this process lives (a population's launcher: the whole run)
+        setup = build_run(config.model_copy(update={"device": "cpu"}))
         setup.close()
-        return setup.config
+        return setup.config.model_copy(update={"device": config.device})
 
     @classmethod
     def create(

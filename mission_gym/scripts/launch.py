@@ -55,6 +55,11 @@ def build_parser() -> CliParser:
         help="Ray: fraction of a GPU per job, e.g. 0.25 for four per GPU (default: from the estimate)",
     )
     r.add_argument("--no-memory-check", action="store_true", help="start jobs without checking free RAM/GPU memory")
+    r.add_argument(
+        "--no-mps",
+        action="store_true",
+        help="local: CUDA jobs side by side time-slice the GPU; by default they share it through a private MPS daemon",
+    )
     p.add_argument("--runs-dir", default="runs", help="where run directories go (default runs)")
     p.add_argument("--backend", choices=("local", "ray"), default="local", help="where jobs run (default local)")
     p.add_argument("--ray-address", metavar="ADDR", help="an existing Ray cluster (default: start a local Ray instance)")
@@ -185,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         max_parallel,
         memory_check=not args.no_memory_check,
         stop_timeout=args.stop_timeout,
+        mps=not args.no_mps,
         console=console,
         live=not args.no_live,
     )

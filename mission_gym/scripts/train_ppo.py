@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     population: PopulationRun | None = None
     trainer: Trainer | None = None
     memory_check = not args.no_memory_check
-    options = {"backend": args.backend, "ray_address": args.ray_address, "memory_check": memory_check}
+    options = {"backend": args.backend, "ray_address": args.ray_address, "memory_check": memory_check, "mps": not args.no_mps}
     try:
         if (args.wandb_project or args.wandb_entity) and not args.track:
             raise ConfigError("--wandb-project and --wandb-entity go with --track")
