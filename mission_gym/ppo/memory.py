@@ -49,10 +49,10 @@ HOST_LEARN_FIXED_MB = 10.0
 # Freed minibatch tensors that glibc keeps mapped, fragmentation: peak RSS over the counted dynamic terms was
 # 1.12–1.55 × across fast/heavy/beast shapes (16×256 … 64×512 steps, batch 2048 … 8192); 1.25 centres them.
 HOST_ALLOC_SLACK = 0.25
-# Extra host RSS of a CUDA process (CUDA runtime, cuBLAS/cuDNN libraries mapped, pinned staging). Uncalibrated:
-# PyTorch issue #12873 reports >1 GB before lazy module loading; lazy loading (default since CUDA 11.7) roughly
-# halves the kernels loaded. Replace with a ``--measure`` figure from a GPU machine.
-HOST_CUDA_RUNTIME_MB = 1000.0
+# Extra host RSS of a CUDA process (CUDA runtime, cuBLAS libraries mapped, pinned staging). Measured with
+# ``memory_helper --measure --preset fast --device cuda`` on an H200 (torch 2.11+cu130, driver 580): peak RSS
+# 1,784 MB, 1,330 MB above the CPU terms of the same run.
+HOST_CUDA_RUNTIME_MB = 1330.0
 # Native env: RSS growth per env of MissionVecEnv(4096) after a reset and a step = 2.7 KB (core arrays are
 # 2.2 KB/env, the rest is views and the copies returned to SB3).
 NATIVE_ENV_BYTES = 2.8e3
@@ -73,10 +73,12 @@ SUBPROC_SERVER_MB = 6.0
 ACTIVATION_FACTOR: dict[str, float] = {"tanh": 2.3, "relu": 1.9, "leaky_relu": 1.9, "elu": 2.3, "gelu": 2.3, "silu": 2.3}
 DEFAULT_ACTIVATION_FACTOR = 2.3
 
-# --- GPU constants (uncalibrated) -----------------------------------------------------------------------------
-# CUDA context with lazy module loading: ~290 MB (PyTorch PR #86509) to ~400 MB (PyTorch maintainer, issue
-# #109888); cuBLAS/cuBLASLt handles and workspaces for the first matmul add tens of MB. 500 MB covers both.
-CUDA_CONTEXT_MB = 500.0
+# --- GPU constants ---------------------------------------------------------------------------------------------
+# What NVML shows for a process beyond its tensors: the CUDA context with lazy module loading plus cuBLAS handles and
+# workspaces. Measured on an H200 (torch 2.11+cu130): one member of `fast` 834 MB by NVML at the end of its run
+# (torch.cuda.max_memory_allocated 77 MB, most of it cuBLAS workspace), and 16 members of `beast` side by side
+# 13,896 MB with the launcher's process, about 830 MB each. 800 MB plus the counted terms gives those figures.
+CUDA_CONTEXT_MB = 800.0
 # PyTorch's caching allocator rounds blocks up (to 512 B below 1 MB, into 2 MB segments up to 10 MB, to 2 MB
 # above) and keeps freed blocks reserved: reserved ≈ allocated × (1 + slack) + a few segments.
 CUDA_ALLOC_SLACK = 0.2
