@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import os
 import subprocess
@@ -275,28 +276,35 @@ def parse_placement(text: str) -> tuple[int, int]:
     return m, t
 
 
-def run_placements(preset: str, placements: list[tuple[int, int]], rollouts: int, device: str) -> list[dict[str, object]]:
+def run_placements(
+    preset: str, placements: list[tuple[int, int]], rollouts: int, device: str, mps: bool = True
+) -> list[dict[str, object]]:
     """Each (members, threads): that many train workers of ``preset`` at once, each with ``threads`` learner threads
-    pinned to its own ``threads`` cores (round-robin over this process's cores), the way a population runs them;
-    the rows give each member's steps/s and the machine's total."""
+    pinned to its own ``threads`` cores (round-robin over this process's cores), the way a population runs them
+    (on CUDA sharing the GPU through MPS as a population's members do, unless ``mps`` is False); the rows give each
+    member's steps/s and the machine's total."""
+    from mission_gym.launch import mps as gpu_mps
+
     cores = core_ids()
     rows: list[dict[str, object]] = []
     for members, threads in placements:
         procs = []
-        for k in range(members):
-            own = {cores[(k * threads + j) % len(cores)] for j in range(threads)}
-            cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--train-worker",
-                   json.dumps([preset, None, "native", rollouts, device, "lean", threads])]  # fmt: skip
-            env = {**os.environ, **thread_env(threads)}
-            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                          preexec_fn=lambda own=own: os.sched_setaffinity(0, own)))  # fmt: skip
-        fps = []
-        for proc in procs:
-            out, err = proc.communicate()
-            if proc.returncode != 0:
-                raise RuntimeError((err.strip().splitlines() or ["no output"])[-1])
-            fps.append(float(json.loads(out.strip().splitlines()[-1])["fps"]))
-        row = {"preset": preset, "members": members, "threads": threads, "cores": len(cores),
+        say = functools.partial(print, file=sys.stderr)
+        with gpu_mps.sharing(mps and device.startswith("cuda"), members, members, say=say) as extra:
+            for k in range(members):
+                own = {cores[(k * threads + j) % len(cores)] for j in range(threads)}
+                cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--train-worker",
+                       json.dumps([preset, None, "native", rollouts, device, "lean", threads])]  # fmt: skip
+                env = {**os.environ, **thread_env(threads), **extra}
+                procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                              preexec_fn=lambda own=own: os.sched_setaffinity(0, own)))  # fmt: skip
+            fps = []
+            for proc in procs:
+                out, err = proc.communicate()
+                if proc.returncode != 0:
+                    raise RuntimeError((err.strip().splitlines() or ["no output"])[-1])
+                fps.append(float(json.loads(out.strip().splitlines()[-1])["fps"]))
+        row = {"preset": preset, "members": members, "threads": threads, "cores": len(cores), "mps": bool(extra),
                "member_steps_per_s": sum(fps) / len(fps), "total_steps_per_s": sum(fps)}  # fmt: skip
         rows.append(row)
         print(f"  {members} members x {threads} thread(s): {row['total_steps_per_s']:,.0f} steps/s in all", file=sys.stderr)
@@ -470,6 +478,11 @@ def build_parser() -> CliParser:
     )  # fmt: skip
     p.add_argument("--num-threads", type=int, default=1, help="--mode train: learner torch threads [1]")
     p.add_argument("--device", default="auto", help="training device for --mode train: auto, cpu, cuda[:i]")
+    p.add_argument(
+        "--no-mps",
+        action="store_true",
+        help="--mode placement on CUDA: the members time-slice the GPU instead of sharing it through MPS",
+    )
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="--mode train: also draw FPS and memory to PNG")
     p.add_argument("--train-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument(
@@ -541,7 +554,7 @@ def _placement_mode(args: argparse.Namespace) -> int:
     c = available_cores()
     placements = args.placements or list(dict.fromkeys([(1, 1), (1, c), (c, 1), (2 * c, 1)]))
     device = "cpu" if args.device == "auto" else args.device
-    rows = run_placements(preset, placements, args.rollouts, device)
+    rows = run_placements(preset, placements, args.rollouts, device, mps=not args.no_mps)
     from rich.console import Console
     from rich.table import Table
 
