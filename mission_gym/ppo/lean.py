@@ -276,7 +276,6 @@ class LeanPPO(PPO):
         log_prob = logits.gather(-1, actions.unsqueeze(-1)).squeeze(-1).sum(dim=1)
         return actions.reshape((-1, *self.action_space.shape)), values, log_prob  # type: ignore[misc]
 
-
     def _probs(self, log_probs: th.Tensor) -> th.Tensor:
         """The probabilities of normalised log-probabilities: ``softmax`` as ``Categorical`` takes it, or (not
         ``exact``) their ``exp``, the same values within float rounding: PyTorch's CPU softmax over a short last
