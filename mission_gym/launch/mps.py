@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mission_gym.hardware import parent_death_signal
 
@@ -37,11 +37,15 @@ PROBE_TIMEOUT_S = 120.0
 
 @dataclass
 class Mps:
-    """A private MPS control daemon: ``env`` is what a child needs to be served by it."""
+    """A private MPS control daemon and its pipe (and log) directory."""
 
     proc: subprocess.Popen | None
-    directory: str | None
-    env: dict[str, str] = field(default_factory=dict)
+    directory: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a child needs to be served by the daemon."""
+        return {PIPE_VAR: self.directory, LOG_VAR: self.directory}
 
     def stop(self, timeout: float = 30.0) -> None:
         """``quit`` (the server ends once its clients have), then the daemon's end; its directory removed."""
@@ -58,8 +62,7 @@ class Mps:
             self.proc.kill()
             self.proc.wait()
         self.proc = None
-        if self.directory:
-            shutil.rmtree(self.directory, ignore_errors=True)
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def wanted(gpu_jobs: int, max_parallel: int) -> bool:
@@ -80,15 +83,14 @@ def start(probe: Sequence[str] | None = None) -> tuple[Mps | None, str]:
         return None, (f"note: {CONTROL} not found: the jobs time-slice the GPU, at about a third of the speed MPS gives "
                       "(docs/gpu-guide.md)")  # fmt: skip
     directory = tempfile.mkdtemp(prefix="mission-mps-")
-    env = {PIPE_VAR: directory, LOG_VAR: directory}
+    mps = Mps(None, directory)
     die_with_parent = parent_death_signal(signal.SIGTERM, os.getpid())
     try:
-        proc = subprocess.Popen([exe, "-f"], env={**os.environ, **env}, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)  # fmt: skip
+        mps.proc = subprocess.Popen([exe, "-f"], env={**os.environ, **mps.env}, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)  # fmt: skip
     except OSError as exc:
         shutil.rmtree(directory, ignore_errors=True)
         return None, f"note: {CONTROL} did not start ({exc}); the jobs time-slice the GPU"
-    mps = Mps(proc, directory, env)
     why = _probe(mps, PROBE if probe is None else probe)
     if why:
         mps.stop()
@@ -100,7 +102,7 @@ def _probe(mps: Mps, probe: Sequence[str]) -> str:
     """Why a probe process was not served by the daemon ('' when it was). A CUDA client that finds no daemon runs
     without one, so the daemon's list of servers (one started for the probe) is what says it was served."""
     deadline = time.monotonic() + 10.0
-    while not any(name.startswith("control") for name in os.listdir(mps.directory or ".")):  # the daemon's socket
+    while not any(name.startswith("control") for name in os.listdir(mps.directory)):  # the daemon's socket
         if mps.proc is None or mps.proc.poll() is not None:
             return f"the daemon exited with status {mps.proc.returncode if mps.proc else '?'}"
         if time.monotonic() > deadline:
@@ -133,7 +135,7 @@ def sharing(enabled: bool, gpu_jobs: int, max_parallel: int, say=print) -> Itera
     mps, line = start()
     say(line)
     try:
-        yield dict(mps.env) if mps else {}
+        yield mps.env if mps else {}
     finally:
         if mps:
             mps.stop()

@@ -25,6 +25,10 @@ from mission_gym.ppo.rundir import read_json, vecnormalize_path
 from mission_gym.ppo.schedules import learning_rate_schedule
 from mission_gym.ppo.vec_env import make_vec_env, probe_spaces, resolve_kind
 
+# SB3 warns that an MLP policy on a GPU leaves it idle; the GPU presets run members side by side for that reason
+# (docs/gpu-guide.md), so the warning says nothing a user of them can act on
+warnings.filterwarnings("ignore", message="You are trying to run .* on the GPU", category=UserWarning)
+
 
 def finalize_config(config: TrainConfig) -> TrainConfig:
     """Resolve ``batch_size: auto`` and check what needs more than one field.
@@ -181,9 +185,6 @@ def build_run(
         venv = make_training_env(config, kind, config.seed, parent_stats)
     try:
         callbacks = parts.session_callbacks(config, venv, step)
-        # SB3 warns that an MLP policy on a GPU leaves it idle; the GPU presets run members side by side for that
-        # reason (docs/gpu-guide.md), so the warning says nothing a user of them can act on
-        warnings.filterwarnings("ignore", message="You are trying to run .* on the GPU", category=UserWarning)
         if checkpoint is not None:
             model = PPO.load(checkpoint, env=venv, device=device)
             restore_schedules(model, config)  # the file holds SB3-native stand-ins of the phased schedules

@@ -287,9 +287,9 @@ def run_placements(
 
     cores = core_ids()
     rows: list[dict[str, object]] = []
+    say = functools.partial(print, file=sys.stderr)
     for members, threads in placements:
         procs = []
-        say = functools.partial(print, file=sys.stderr)
         with gpu_mps.sharing(mps and device.startswith("cuda"), members, members, say=say) as extra:
             for k in range(members):
                 own = {cores[(k * threads + j) % len(cores)] for j in range(threads)}
