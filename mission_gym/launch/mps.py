@@ -86,8 +86,14 @@ def start(probe: Sequence[str] | None = None) -> tuple[Mps | None, str]:
     mps = Mps(None, directory)
     die_with_parent = parent_death_signal(signal.SIGTERM, os.getpid())
     try:
-        mps.proc = subprocess.Popen([exe, "-f"], env={**os.environ, **mps.env}, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)  # fmt: skip
+        mps.proc = subprocess.Popen(
+            [exe, "-f"],
+            env={**os.environ, **mps.env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
     except OSError as exc:
         shutil.rmtree(directory, ignore_errors=True)
         return None, f"note: {CONTROL} did not start ({exc}); the jobs time-slice the GPU"
