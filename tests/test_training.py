@@ -208,6 +208,24 @@ def cartpole_run(tmp_path_factory) -> Path:
     return runs / "cp"
 
 
+def test_a_callback_stopping_training_at_the_final_evaluation_leaves_the_run_finished(tmp_path):
+    """A search prunes at any evaluation it is shown; at the final one there is no training left to stop."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from mission_gym.ppo.callbacks import StopTraining
+
+    class StopAlways(BaseCallback):
+        def _on_step(self) -> bool:
+            raise StopTraining("stop")
+
+    # eval_freq past the end: the only evaluation is the final one
+    result = Trainer.create(tiny(eval_freq=1000), runs_dir=tmp_path, run_name="r", progress=False).train(
+        callback_after_eval=StopAlways()
+    )
+    assert result.status == "finished" and result.final_eval is not None
+    assert (tmp_path / "r" / "final_model.zip").is_file()
+
+
 def test_run_directory_is_complete(cartpole_run):
     run = RunDir(cartpole_run)
     for name in ("config.yaml", "command.txt", "metadata.json", "lineage.json", "best_model.zip", "final_model.zip"):

@@ -481,8 +481,12 @@ class Trainer:
                 if final_eval is None:
                     t0 = time.perf_counter()
                     torch.set_num_threads(1)
-                    final_eval = evaluate.evaluate_now()
-                    torch.set_num_threads(self.threads)
+                    try:
+                        final_eval = evaluate.evaluate_now()
+                    except StopTraining:  # e.g. a search pruning at this evaluation: training has ended already
+                        final_eval = evaluate.last
+                    finally:
+                        torch.set_num_threads(self.threads)
                     timings.eval_s += time.perf_counter() - t0
             # the final update and evaluation: a row of their own after a stop mid-rollout, else they fill in the
             # columns the last rollout's row lacks (progress.csv keeps one row per step; TensorBoard gets them all)
