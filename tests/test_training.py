@@ -23,7 +23,7 @@ from mission_gym.ppo.trainer import Trainer
 from mission_gym.ppo.vec_env import ENV_ID as MISSION_ENV_ID
 from mission_gym.ppo.vec_env import make_vec_env
 
-SHIPPED = ["auto", "beast", "cpu", "fast", "halfcheetah", "heavy", "hopper", "mujoco", "quick"]
+SHIPPED = ["auto", "beast", "cpu", "fast", "halfcheetah", "heavy", "hopper", "mujoco", "quick", "walker2d"]
 GPU_MEMBERS = {"fast": 4, "heavy": 8, "beast": 16}  # the cpu recipe scaled: one member per core of the tier
 SHORT_MISSION = {"world": {"physics": {"episode_seconds": 2.5}}}  # 10-step episodes
 
@@ -62,11 +62,12 @@ def test_gpu_presets_are_the_cpu_recipe_with_their_members(name):
     "name, env, zoo",
     [
         ("hopper", "Hopper-v5", None),  # the mujoco recipe, batched
+        ("walker2d", "Walker2d-v5", None),  # hopper's form
         ("halfcheetah", "HalfCheetah-v5", (0.98, 0.92, 0.1, 0.000401762, 0.58096, 0.8)),
     ],
 )
 def test_mujoco_presets_batch_their_task_on_the_native_env(name, env, zoo):
-    """hopper, halfcheetah: 1M steps of their task, 8 envs on the native MuJoCo env; halfcheetah carries
+    """hopper, walker2d, halfcheetah: 1M steps of their task, 8 envs on the native MuJoCo env; halfcheetah carries
     rl-baselines3-zoo's values for its task (gamma, lambda, clip, entropy, value, gradient norm)."""
     config = load_preset(name)
     assert (config.env, config.timesteps, config.n_envs, config.vec_env) == (env, 1_000_000, 8, "native")

@@ -50,7 +50,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     what.add_argument(
         "--preset",
         metavar="NAME|PATH",
-        help="fast, heavy, beast, cpu, quick, mujoco, hopper, halfcheetah, auto (by hardware) or a YAML file [auto]",
+        help="fast, heavy, beast, cpu, quick, mujoco, hopper, walker2d, halfcheetah, auto (by hardware) or a YAML file [auto]",
     )
     what.add_argument("--env", metavar="ID", help="Gymnasium id, e.g. MissionGym-v0, Hopper-v5 [MissionGym-v0]")
     what.add_argument("--env-kwargs", nargs="+", metavar="K=V", help="env arguments, YAML values; e.g. reward.win_bonus=100")

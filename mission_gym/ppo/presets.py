@@ -1,7 +1,7 @@
 """Preset files: YAML files of :class:`~mission_gym.ppo.config.TrainConfig` fields.
 
 The shipped presets live in ``mission_gym/presets/`` (``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, ``mujoco``,
-``hopper``, ``halfcheetah``); a user file works the same way. A preset may start from another
+``hopper``, ``walker2d``, ``halfcheetah``); a user file works the same way. A preset may start from another
 (``base: cpu``): its own keys are merged over the base's (mappings key by key, anything else, lists included,
 replaced), so one recipe serves several scales.
 ``auto`` is a *selector* (``selector: true``): it names the presets it picks from by hardware, and
@@ -117,7 +117,7 @@ def load_preset(name_or_path: str | Path, directory: str | Path | None = None) -
     """Read and validate a run preset.
 
     :param name_or_path: a shipped preset name (``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, ``mujoco``,
-        ``hopper``, ``halfcheetah``) or a YAML file path
+        ``hopper``, ``walker2d``, ``halfcheetah``) or a YAML file path
     :param directory: where named presets live; None for the shipped ones
     :raises ConfigError: naming the file and the key at fault
     """
