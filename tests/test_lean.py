@@ -64,8 +64,9 @@ def test_fast_tanh_is_tanh_to_float_rounding_with_tanhs_gradient() -> None:
     assert (y - torch.tanh(x)).abs().max().item() < 3e-7
     (grad,) = torch.autograd.grad(y.sum(), x)
     assert torch.allclose(grad, 1 - torch.tanh(x.detach()) ** 2, atol=1e-6)
-    small = x.detach()[::1000]  # a MuJoCo rollout's few rows: PyTorch's own tanh
-    assert torch.equal(FastTanh()(small), torch.tanh(small))
+    small = x.detach()[::1000]  # a MuJoCo rollout's few rows: PyTorch's own tanh below min_elements
+    assert torch.equal(FastTanh(min_elements=8192)(small), torch.tanh(small))
+    assert not torch.equal(FastTanh()(small), torch.tanh(small))
 
 
 def test_a_lean_model_is_sb3s_own(tmp_path) -> None:

@@ -66,11 +66,17 @@ _SIGMOID_TANH_MIN = 8192
 
 
 class FastTanh(th.nn.Module):
-    """A ``Tanh`` layer computed through PyTorch's (much faster on CPUs) sigmoid on large inputs, as ``tanh`` on
-    small ones (a MuJoCo rollout's handful of rows); no parameters."""
+    """A ``Tanh`` layer computed through PyTorch's (much faster on CPUs) sigmoid; no parameters.
+
+    :param min_elements: inputs smaller than this take PyTorch's own ``tanh`` (0: every input the sigmoid form)
+    """
+
+    def __init__(self, min_elements: int = 0) -> None:
+        super().__init__()
+        self.min_elements = min_elements
 
     def forward(self, x: th.Tensor) -> th.Tensor:
-        return _SigmoidTanh.apply(x) if x.numel() >= _SIGMOID_TANH_MIN else th.tanh(x)
+        return _SigmoidTanh.apply(x) if x.numel() >= self.min_elements else th.tanh(x)
 
 
 class LeanPPO(PPO):
@@ -88,7 +94,11 @@ class LeanPPO(PPO):
         self._heads = _equal_heads(self.policy)
         self._gaussian = _plain_gaussian(self.policy)
         if not self.exact:
-            _swap_tanh(self.policy)
+            # a rollout of a few rows (MuJoCo's 8 envs) takes tanh on its small inputs; a wide one (Mission Gym's 128
+            # envs) keeps the sigmoid form on every input, as its runs were measured
+            width = getattr(getattr(self.policy, "mlp_extractor", None), "latent_dim_pi", 0)
+            small = self.n_envs * width < _SIGMOID_TANH_MIN
+            _swap_tanh(self.policy, _SIGMOID_TANH_MIN if small else 0)
 
     # --- the update -------------------------------------------------------------------------------------------
     def train(self) -> None:
@@ -348,13 +358,13 @@ def _plain_gaussian(policy: Any) -> bool:
     return type(policy.action_dist) is DiagGaussianDistribution
 
 
-def _swap_tanh(policy: Any) -> None:
+def _swap_tanh(policy: Any, min_elements: int) -> None:
     """Every ``nn.Tanh`` of the policy's networks computed by :class:`FastTanh` (the module tree only: what is saved,
     the policy's arguments and weights, is unchanged)."""
     for module in list(policy.modules()):
         for name, child in module.named_children():
             if type(child) is th.nn.Tanh:
-                setattr(module, name, FastTanh())
+                setattr(module, name, FastTanh(min_elements))
 
 
 def _equal_heads(policy: Any) -> tuple[int, int] | None:
