@@ -69,6 +69,21 @@ def test_fast_tanh_is_tanh_to_float_rounding_with_tanhs_gradient() -> None:
     assert not torch.equal(FastTanh()(small), torch.tanh(small))
 
 
+@pytest.mark.parametrize(
+    "env_id, n_envs, kind, min_elements", [("MissionGym-v0", 128, "native", 0), ("Pendulum-v1", 8, "dummy", 8192)]
+)
+def test_tanh_takes_the_sigmoid_form_by_the_rollouts_width(env_id: str, n_envs: int, kind: str, min_elements: int) -> None:
+    """A Mission Gym member (128 envs x 64 units) computes every tanh in the sigmoid form, as its runs were measured;
+    a rollout of a few rows (MuJoCo's 8 envs) keeps PyTorch's tanh on its small inputs."""
+    venv = make_vec_env(env_id, n_envs, kind, seed=0, normalize=False, normalize_reward=False)
+    try:
+        model = LeanPPO("MlpPolicy", venv, n_steps=8, batch_size=8, device="cpu")
+        layers = [m for m in model.policy.modules() if isinstance(m, FastTanh)]
+        assert layers and {m.min_elements for m in layers} == {min_elements}
+    finally:
+        venv.close()
+
+
 def test_a_lean_model_is_sb3s_own(tmp_path) -> None:
     venv = make_vec_env("CartPole-v1", 2, "dummy", seed=0)
     model = LeanPPO("MlpPolicy", venv, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu")

@@ -12,20 +12,24 @@ computes the same numbers:
 - categorical heads of equal size are evaluated as one ``(batch, heads, actions)`` tensor with the operations of
   ``Categorical`` (normalise by ``logsumexp``, ``gather``, ``softmax``), and sampled with one ``multinomial`` call
   over every head's rows, which draws what ``Categorical.sample``'s call per head draws;
+- a diagonal Gaussian (SB3's continuous actions) is sampled and scored with ``Normal``'s own operations, in SB3's
+  order, without building a ``Normal`` (and its argument checks) per forward pass;
 - gradient clipping takes PyTorch's ``foreach`` path (one kernel over all the parameters);
 - the update's logged means are accumulated as tensors and read once per update;
 - the rollout looks only at the envs whose episode ended.
 
 Two more paths compute the same functions to within float rounding (``exact = False``, the default): PyTorch's CPU
 ``tanh`` is several times slower than its ``sigmoid``, so the MLPs' ``Tanh`` layers compute ``2 σ(2x) − 1`` (at most
-2e-7 from ``tanh``; the saved policy still says ``nn.Tanh`` and loads anywhere), Adam takes PyTorch's fused kernel
-(1e-7 from the per-tensor loop), and the probabilities of the normalised log-probabilities are their ``exp`` rather
-than their ``softmax`` (the CPU softmax over a short last dimension is about 20 times slower; the entropy term of a
-phase with a nonzero ``ent_coef`` took a sixth of its update).
+2e-7 from ``tanh``; the saved policy still says ``nn.Tanh`` and loads anywhere; a policy whose rollout is only a few
+rows, as MuJoCo's 8 envs, keeps ``tanh`` on inputs too small for the sigmoid form's extra calls to pay), Adam takes
+PyTorch's fused kernel (1e-7 from the per-tensor loop), and the probabilities of the normalised log-probabilities are
+their ``exp`` rather than their ``softmax`` (the CPU softmax over a short last dimension is about 20 times slower; the
+entropy term of a phase with a nonzero ``ent_coef`` took a sixth of its update).
 
 ``tests/test_lean.py`` checks that with ``exact = True`` a run trains to the same bits as SB3's ``PPO`` (with the
-trainer's lean entropy) and that the default stays within float tolerance of it. Other action spaces (Box, Discrete,
-MultiBinary) and policies other than SB3's actor-critic MLP fall back to SB3's own code for the step they do not cover.
+trainer's lean entropy) and that the default stays within float tolerance of it. Other action spaces (Discrete,
+MultiBinary, squashed or gSDE Gaussians) and policies other than SB3's actor-critic MLP fall back to SB3's own code
+for the step they do not cover.
 """
 
 from __future__ import annotations
