@@ -249,10 +249,7 @@ class LeanPPO(PPO):
         mean, scale, latent_vf = self._gaussian_params(obs)
         log_prob = _gaussian_log_prob(actions, mean, scale)
         values = self.policy.value_net(latent_vf)
-        if float(self.ent_coef) == 0.0:
-            with th.no_grad():
-                entropy = _gaussian_entropy(scale)
-        else:
+        with th.set_grad_enabled(float(self.ent_coef) != 0.0):
             entropy = _gaussian_entropy(scale)
         return values, log_prob, entropy
 
@@ -351,15 +348,22 @@ def _gaussian_entropy(scale: th.Tensor) -> th.Tensor:
     return entropy.sum(dim=1) if entropy.dim() > 1 else entropy.sum()
 
 
-def _plain_gaussian(policy: Any) -> bool:
-    """Whether the policy is SB3's actor-critic MLP over a plain diagonal Gaussian (no squashing, no gSDE), which the
-    lean Gaussian paths cover."""
+def _sb3_actor_critic(policy: Any) -> bool:
+    """Whether the policy is SB3's actor-critic with its own ``forward`` and ``evaluate_actions`` and one features
+    extractor: what the lean paths replace step for step."""
     cls = type(policy)
-    if not isinstance(policy, ActorCriticPolicy) or cls.forward is not ActorCriticPolicy.forward:
-        return False
-    if cls.evaluate_actions is not ActorCriticPolicy.evaluate_actions or not policy.share_features_extractor:
-        return False
-    return type(policy.action_dist) is DiagGaussianDistribution
+    return (
+        isinstance(policy, ActorCriticPolicy)
+        and cls.forward is ActorCriticPolicy.forward
+        and cls.evaluate_actions is ActorCriticPolicy.evaluate_actions
+        and policy.share_features_extractor
+    )
+
+
+def _plain_gaussian(policy: Any) -> bool:
+    """Whether the policy is SB3's actor-critic over a plain diagonal Gaussian (no squashing, no gSDE), which the
+    lean Gaussian paths cover."""
+    return _sb3_actor_critic(policy) and type(policy.action_dist) is DiagGaussianDistribution
 
 
 def _swap_tanh(policy: Any, min_elements: int) -> None:
@@ -374,14 +378,9 @@ def _swap_tanh(policy: Any, min_elements: int) -> None:
 def _equal_heads(policy: Any) -> tuple[int, int] | None:
     """``(heads, actions per head)`` when the policy is SB3's actor-critic over categorical heads of one size, which
     the lean paths cover; None otherwise."""
-    cls = type(policy)
-    if not isinstance(policy, ActorCriticPolicy) or cls.forward is not ActorCriticPolicy.forward:
-        return None
-    if cls.evaluate_actions is not ActorCriticPolicy.evaluate_actions:
+    if not _sb3_actor_critic(policy):
         return None
     dist = policy.action_dist
     if not isinstance(dist, MultiCategoricalDistribution) or len(set(dist.action_dims)) != 1:
-        return None
-    if not policy.share_features_extractor:
         return None
     return len(dist.action_dims), int(dist.action_dims[0])
