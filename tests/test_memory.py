@@ -290,10 +290,10 @@ def test_cli_measure_tiny_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "gpu_gb,cores,ram_gb,expected",
     [
-        (80.0, 16, 128.0, "beast"),  # a member per core, all on the card
+        (80.0, 16, 128.0, "beast"),  # 32 members, 16 at a time: a member per core, all on the card
         (80.0, 8, 64.0, "heavy"),
         (24.0, 4, 32.0, "fast"),
-        (80.0, 16, 20.0, "heavy"),  # 16 CUDA processes need more host RAM than 20 GiB
+        (80.0, 16, 20.0, "fast"),  # 16 CUDA processes at once need more host RAM than 20 GiB; fast's 8 fit
         (1.0, 16, 128.0, "cpu"),  # not even 4 CUDA contexts fit 1 GiB
         (None, 16, 128.0, "cpu"),
     ],
@@ -305,7 +305,7 @@ def test_auto_sizes_the_members_to_the_cores_the_card_and_the_ram(gpu_gb, cores,
 def test_a_gpu_preset_without_cuda_says_it_trains_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(None, None, 2, 16.0))
     (line,) = auto.device_notes(load_preset("heavy"))
-    assert "no CUDA device here" in line and "8 members on the CPU, 2 at a time" in line and "--preset cpu" in line
+    assert "no CUDA device here" in line and "16 members on the CPU, 2 at a time" in line and "--preset cpu" in line
     assert auto.device_notes(load_preset("cpu")) == []
     monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(80.0, "fake", 16, 128.0))
     assert auto.device_notes(load_preset("heavy")) == []

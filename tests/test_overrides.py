@@ -48,14 +48,17 @@ def test_override_that_a_variant_replaces_is_noted() -> None:
     given = {"n_epochs": 4, "env_kwargs": {"reward": {"win_bonus": 5}, "world": {"observation": {"defender_motion": True}}}}
     notes = shadowed_overrides(apply_overrides(cpu, given), given)
     assert notes == [
-        "n_epochs=4 is replaced by population.variants[2]'s own in member 2 (population.variants[2].n_epochs=... changes it)",
-        "env_kwargs.reward.win_bonus=5 is replaced by population.variants[3]'s own in member 3 "
+        "n_epochs=4 is replaced by population.variants[2]'s own in members 2, 6 "
+        "(population.variants[2].n_epochs=... changes it)",
+        "env_kwargs.reward.win_bonus=5 is replaced by population.variants[3]'s own in members 3, 7 "
         "(population.variants[3].env_kwargs.reward.win_bonus=... changes it)",
     ]
     # a curriculum step a variant does not re-define is the run's in every member
     assert shadowed_overrides(cpu, {"curriculum[0].value": 4}) == []
     chasers_step = {"curriculum": [{"setting": "engagement.defenders.mode_probs.patrol", "value": 0.9, "until": 1_000_000}]}
-    lines = shadowed_overrides(apply_overrides(cpu, chasers_step), chasers_step)
+    four_cuts = [{"at": 2_000_000, "keep": 2}, {"at": 2_750_000, "keep": 1, "clones": 1}]
+    four = apply_overrides(cpu, {"population.size": 4, "population.cuts": four_cuts})  # a member per variant
+    lines = shadowed_overrides(apply_overrides(four, chasers_step), chasers_step)
     assert [line.split(" is replaced by ")[1].split(" (")[0] for line in lines] == [
         "population.variants[2]'s own in member 2",
         "population.variants[3]'s own in member 3",

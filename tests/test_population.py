@@ -51,6 +51,12 @@ def test_population_config_is_checked():
         apply_overrides(base, {"population": {"size": 3, "cuts": [{"at": 1024, "keep": 1, "clones": -1}]}})
     with pytest.raises(ConfigError, match="final_episodes"):
         apply_overrides(base, {"population": {"size": 2, "final_episodes": 0}})
+    redraw = {"at": 1024, "keep": 1, "redraw_below": 0.5, "redraws": 2}
+    assert apply_overrides(base, {"population": {"size": 2, "cuts": [redraw]}}).population.cuts[0].redraws == 2
+    with pytest.raises(ConfigError, match="redraw_below and redraws go together"):
+        apply_overrides(base, {"population": {"size": 2, "cuts": [{**redraw, "redraws": 0}]}})
+    with pytest.raises(ConfigError, match="redraw_below"):
+        apply_overrides(base, {"population": {"size": 2, "cuts": [{**redraw, "redraw_below": 1.5}]}})
 
 
 def test_member_seeds_are_distinct_reproducible_and_start_with_the_run_seed():
@@ -200,6 +206,39 @@ def test_population_clones_the_best_member_with_a_seed_of_its_own(tmp_path):
     assert all(EvalRecord(**s["record"]).n_episodes == 6 for s in end["scores"])
     assert {s["model"] for s in end["scores"] if s["member"] == "m3"} >= {"best_model.zip", "final_model.zip"}
     assert any(s["model"].startswith("checkpoints/") for s in end["scores"])
+
+
+def test_a_cut_whose_best_wins_too_little_draws_new_members_once(tmp_path):
+    from mission_gym.config.yaml_io import read_yaml
+
+    # 1,024 steps of quick win nothing: below redraw_below, so two members are drawn, trained to the cut, compared
+    cut = "{at: 1024, keep: 1, redraw_below: 1.0, redraws: 2}"
+    pop = f"population={{size: 2, cuts: [{cut}], episodes: 4, variants: [{{}}, {{gamma: 0.95}}]}}"
+    args = ["--preset", "quick", "--timesteps", "2048", "--run-name", "p", "--hyperparams", pop, "--no-progress"]
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run, members = tmp_path / "runs" / "p", tmp_path / "runs" / "p" / "members"
+    state = json.loads((run / "population.json").read_text())
+    first, end = state["cuts"]
+    assert first["drawn"] == ["m2", "m3"] and "m2, m3 drawn (new seeds) train to it" in proc.stdout
+    assert {s["member"] for s in first["scores"]} == {"m0", "m1", "m2", "m3"} and len(first["kept"]) == 1
+    assert state["members"][2:] == [
+        {"name": "m2", "seed": member_seeds(0, 4)[2], "drawn_at": 1024},
+        {"name": "m3", "seed": member_seeds(0, 4)[3], "drawn_at": 1024},
+    ]
+    # their recipes by index as at the start (variants[k % 2]), trained from scratch with their own seeds
+    assert [read_yaml(members / m / "config.yaml")["gamma"] for m in ("m2", "m3")] == [0.99, 0.95]
+    assert read_yaml(members / "m3" / "config.yaml")["seed"] == member_seeds(0, 4)[3]
+    assert not json.loads((members / "m2" / "metadata.json").read_text()).get("clone_of")
+    assert RunDir(members / "m2").checkpoints()[0][0] <= 1024  # its own first checkpoint, not a copied one
+    # a later session that finds the drawn members does not draw again
+    (run / "final_model.zip").unlink()
+    (run / "population.json").write_text(json.dumps({**state, "cuts": []}))
+    again = run_cli(["--resume", "p", "--no-progress"], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    resumed = json.loads((run / "population.json").read_text())
+    assert len(resumed["members"]) == 4 and "drawn (new seeds)" not in again.stdout
+    assert resumed["cuts"][0]["drawn"] == ["m2", "m3"] and len(resumed["cuts"][0]["scores"]) == 4
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")

@@ -24,7 +24,7 @@ from mission_gym.ppo.vec_env import ENV_ID as MISSION_ENV_ID
 from mission_gym.ppo.vec_env import make_vec_env
 
 SHIPPED = ["auto", "beast", "cpu", "fast", "halfcheetah", "heavy", "hopper", "mujoco", "quick", "walker2d"]
-GPU_MEMBERS = {"fast": 4, "heavy": 8, "beast": 16}  # the cpu recipe scaled: one member per core of the tier
+GPU_MEMBERS = {"fast": 8, "heavy": 16, "beast": 32}  # the cpu recipe scaled: two members per core of the tier
 SHORT_MISSION = {"world": {"physics": {"episode_seconds": 2.5}}}  # 10-step episodes
 
 
@@ -402,7 +402,7 @@ def test_schedule_positions_are_env_steps():
     assert schedule_changes(config, config) == []
     # the shipped cpu preset names its steps; its variants merge their curriculum steps into the run's
     cpu = load_preset("cpu")
-    assert [c.at for c in cpu.population.cuts] == [2_000_000, 2_750_000]
+    assert [c.at for c in cpu.population.cuts] == [1_250_000, 2_000_000, 2_750_000]
     assert [p.start for p in cpu.phases] == [3_000_000, 5_000_000]
     # fractions (runs made before positions were steps) are refused with what they would be in steps
     fraction = r"phases\[0\].start: schedule positions are env steps, got the fraction 0.25 \(0.25 of 9,000,000 is 2,250,000\)"

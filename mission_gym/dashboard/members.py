@@ -164,6 +164,9 @@ def load_members(run: RunData) -> list[Member]:
         member = Member(name, PALETTE[k % len(PALETTE)], load_run(path, with_frames=False) if path.is_dir() else None)
         member.seed = entry.get("seed")
         member.origin = f"seed {member.seed}" if member.seed is not None else ""
+        drawn_at = entry.get("drawn_at")
+        if isinstance(drawn_at, int | float):  # drawn at a cut whose best member won too little
+            member.origin += f", drawn at {fmt_steps(float(drawn_at))}"
         if entry.get("clone_of"):
             member.clone_of = str(entry["clone_of"])
             step = entry.get("step")
@@ -346,6 +349,9 @@ def stage_table(stage: Stage, members: Sequence[Member], wins: bool, target: flo
     head = f"<h3>{esc(stage.title)} at {esc(fmt_steps(stage.step))} steps{esc(share)}: {esc(plan)}</h3>"
     if rec is None:
         return head + "<p class='muted'>not reached yet</p>"
+    drawn = [str(n) for n in rec.get("drawn") or []]
+    if drawn:  # the best member of the others won less than the cut's redraw_below
+        head += f"<p class='muted'>{esc(', '.join(drawn))} drawn here: the best of the others won too little</p>"
     by_name = {m.name: m for m in members}
     kept = list(rec.get("kept") or [])
     clones = list(rec.get("clones") or [])

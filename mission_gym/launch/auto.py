@@ -1,9 +1,9 @@
 """``--preset auto``: the preset that suits this machine, chosen with the memory estimator.
 
 A selector preset (``auto.yaml``: ``selector: true``) names a CPU preset and GPU candidates. Without CUDA the CPU
-preset runs; with a GPU, the candidate with the largest estimated GPU memory (all its members together) that fits the
-card and the host RAM and has a core for each member (:func:`choose_auto_preset`): the member count follows the cores
-and the card.
+preset runs; with a GPU, the candidate with the most members whose estimate (its members at once, one per core) fits
+the card and the host RAM and that has a core for every two members (:func:`choose_auto_preset`): the member count
+follows the cores and the card.
 """
 
 from __future__ import annotations
@@ -16,19 +16,7 @@ from mission_gym.ppo import presets
 from mission_gym.ppo.config import TrainConfig
 from mission_gym.ppo.memory import estimate_memory, fits
 from mission_gym.ppo.presets import AutoPreset
-from mission_gym.ppo.sizing import shape_from_config
-
-# A single run (no population) gets a core per ENVS_PER_CORE envs: each env step also runs policy inference and
-# SB3's Python loop, and with fewer cores a long rollout leaves the GPU idle. A population gets a core per member:
-# each member is its own process stepping its own envs.
-ENVS_PER_CORE = 8
-
-
-def cores_needed(config: TrainConfig) -> int:
-    """The cores a preset wants: one per population member, or for a single run one per ``ENVS_PER_CORE`` envs."""
-    if config.population.size > 1:
-        return config.population.size
-    return max(1, -(-config.n_envs // ENVS_PER_CORE))
+from mission_gym.ppo.sizing import cores_needed, members_at_once, shape_from_config
 
 
 def choose_auto_preset(
@@ -56,8 +44,8 @@ def choose_auto_preset(
         for name in rules.gpu:
             config = presets.load_preset(name, directory)
             est = estimate_memory(shape_from_config(config, device="cuda", cores=cores))
-            candidates.append((name, config, est.scaled(config.population.size)))
-        for name, config, est in sorted(candidates, key=lambda c: c[2].gpu_bytes, reverse=True):
+            candidates.append((name, config, est.scaled(members_at_once(config, cores))))
+        for name, config, est in sorted(candidates, key=lambda c: (c[1].population.size, c[2].gpu_bytes), reverse=True):
             if fits(est, gpu_mem_gb, ram_gb) and cores >= cores_needed(config):
                 return name
     return rules.cpu
@@ -94,7 +82,7 @@ def device_notes(config: TrainConfig) -> list[str]:
     if hw.gpu_mem_gb:
         return []
     members = config.population.size
-    at_once = min(members, hw.cores)
+    at_once = members_at_once(config, hw.cores)
     return [
         f"no CUDA device here: the GPU preset {config.preset!r} trains its {members} members on the CPU, {at_once} at a "
         f"time on {hw.cores} cores (slower; --preset {found[0].cpu} is this machine's)"

@@ -267,20 +267,30 @@ class PopulationRun:
                 active = done_cuts[i]["kept"]
                 continue
             final = step >= self.config.timesteps
+            cut = None if final else self.config.population.cuts[i]
+            # members drawn at this cut by an earlier session (its redraw) train to it with the others
+            drawn = [m["name"] for m in self.state["members"] if m.get("drawn_at") == step]
+            active = active + [m for m in drawn if m not in active]
             what = "the end" if final else f"step {step:,} ({100 * step / self.config.timesteps:.0f}%)"
             print(f"population: {', '.join(active)} train to {what}", flush=True)
-            codes = self._bring_to(active, step)
-            if self.stop_signal is not None:
-                code = EXIT_SIGNAL.get(signal.Signals(self.stop_signal), EXIT_SIGNAL[signal.SIGTERM])
-                msg = "every member saved a checkpoint; --resume continues the population"
-                return PopulationResult(self.run.path, "interrupted", code, 0.0, message=msg)
-            failed = [m for m in active if codes.get(m, 1) != 0]
-            for m in failed:
-                print(f"population: member {m} failed (exit {codes.get(m)}); see {self.members_dir / (m + '.log')}")
-            alive = [m for m in active if m not in failed]
-            if not alive:
+            scores, failed, stopped = self._train_and_score(active, step, final)
+            if stopped is not None:
+                return stopped
+            if cut is not None and cut.redraw_below is not None and not drawn and scores:
+                best_win = max(EvalRecord(**s["record"]).score() for s in scores)[0]
+                if best_win < cut.redraw_below:
+                    drawn = self._draw(cut.redraws, step)
+                    print(
+                        f"population: the best member wins {100 * best_win:.1f}% < {100 * cut.redraw_below:.0f}% at "
+                        f"step {step:,}: {', '.join(drawn)} drawn (new seeds) train to it",
+                        flush=True,
+                    )
+                    more, more_failed, stopped = self._train_and_score(drawn, step, final)
+                    if stopped is not None:
+                        return stopped
+                    scores, failed = scores + more, failed + more_failed
+            if not scores:
                 return PopulationResult(self.run.path, "crashed", 1, 0.0, message="every member failed; see members/*.log")
-            scores = self._score(alive, step, final)
             ranked = sorted(scores, key=lambda s: EvalRecord(**s["record"]).score(), reverse=True)
             kept = list(dict.fromkeys(s["member"] for s in ranked))[:keep]
             for s in ranked:
@@ -291,6 +301,8 @@ class PopulationRun:
             if clones:
                 print(f"population: {kept[0]} also carries on as {', '.join(clones)} (new seeds)", flush=True)
             record = {"step": step, "scores": scores, "kept": kept + clones, "failed": failed, "best": ranked[0]}
+            if drawn:
+                record["drawn"] = drawn
             done_cuts.append({**record, "clones": clones} if clones else record)
             write_json(self.run / STATE, self.state)  # with the clones' entries in "members"
             self._cut_recorded(done_cuts[-1])
@@ -301,6 +313,41 @@ class PopulationRun:
         return PopulationResult(
             self.run.path, "finished", 0, 0.0, winner=best["member"], winner_model=best["model"], record=rec
         )
+
+    def _train_and_score(
+        self, names: list[str], step: int, final: bool
+    ) -> tuple[list[dict[str, Any]], list[str], PopulationResult | None]:
+        """Bring ``names`` to ``step`` and score those that got there: their scores, the members that failed, and
+        the session's result if a signal stopped it."""
+        codes = self._bring_to(names, step)
+        if self.stop_signal is not None:
+            code = EXIT_SIGNAL.get(signal.Signals(self.stop_signal), EXIT_SIGNAL[signal.SIGTERM])
+            msg = "every member saved a checkpoint; --resume continues the population"
+            return [], [], PopulationResult(self.run.path, "interrupted", code, 0.0, message=msg)
+        failed = [m for m in names if codes.get(m, 1) != 0]
+        for m in failed:
+            print(f"population: member {m} failed (exit {codes.get(m)}); see {self.members_dir / (m + '.log')}")
+        alive = [m for m in names if m not in failed]
+        return (self._score(alive, step, final) if alive else []), failed, None
+
+    def _draw(self, n: int, step: int) -> list[str]:
+        """``n`` new members with the next seeds and recipes (member ``k`` takes ``variants[k % len(variants)]``, as
+        at the start), to be trained from scratch to the cut at ``step``; recorded in the state before any trains."""
+        members = self.state["members"]
+        n_recipes = len(self.config.population.variants) or 1
+        names = []
+        for _ in range(n):
+            k = len(members)
+            name, seed = f"m{k}", member_seeds(self.config.seed, k + 1)[k]
+            for leftover in (self.members_dir / name, self.members_dir / f".{name}.partial"):
+                if leftover.exists():  # a clone's, from a session stopped before its cut was recorded
+                    shutil.rmtree(leftover)
+            recipe = read_yaml(self.members_dir / f"m{k % n_recipes}.yaml")  # that recipe's member configuration
+            atomic_write_text(self.members_dir / f"{name}.yaml", dump_yaml({**recipe, "seed": seed}))
+            members.append({"name": name, "seed": seed, "drawn_at": step})
+            names.append(name)
+        write_json(self.run / STATE, self.state)
+        return names
 
     def _cut_recorded(self, cut: dict[str, Any]) -> None:
         """Tell :attr:`on_cut`; what it raises is a warning, as a page that cannot be drawn must not end the run."""

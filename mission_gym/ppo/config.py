@@ -70,11 +70,26 @@ class CurriculumStep(_Strict):
 
 class PopulationCut(_Strict):
     """At env step ``at`` the best ``keep`` members carry on, and ``clones`` copies of the best one with seeds of
-    their own (population-based training's exploit step)."""
+    their own (population-based training's exploit step). With ``redraw_below``, a cut whose best member wins less
+    than that first draws ``redraws`` new members (the next seeds and recipes), trains them to ``at`` and compares
+    them too: once per cut."""
 
     at: int = Field(gt=0, description="env step where the members are compared")
     keep: int = Field(ge=1, description="members that carry on")
     clones: int = Field(0, ge=0, description="copies of the best member that also carry on, each with a new seed")
+    redraw_below: float | None = Field(
+        None, gt=0, le=1, description="win rate under which the cut's best member brings in `redraws` new members"
+    )
+    redraws: int = Field(0, ge=0, description="new members drawn when the best member wins less than redraw_below")
+
+    @model_validator(mode="after")
+    def _check_redraw(self) -> PopulationCut:
+        if (self.redraw_below is None) != (self.redraws == 0):
+            raise ValueError(
+                f"population.cuts at {self.at:,}: redraw_below and redraws go together "
+                f"(got redraw_below {self.redraw_below}, redraws {self.redraws})"
+            )
+        return self
 
 
 class Population(_Strict):

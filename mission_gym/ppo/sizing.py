@@ -3,7 +3,8 @@
 :func:`shape_from_config` turns a :class:`~mission_gym.ppo.config.TrainConfig` into a
 :class:`~mission_gym.ppo.memory.RunShape` (reading the spaces of envs other than Mission Gym by making one);
 :func:`check_memory` refuses a run that cannot fit the memory available before anything is allocated;
-:func:`largest_fitting_preset` and :func:`oom_message` weigh the presets against a card.
+:func:`largest_fitting_preset` and :func:`oom_message` weigh the presets against a card; :func:`cores_needed` and
+:func:`members_at_once` say how many cores a preset wants and how many of a population's members run at once.
 """
 
 from __future__ import annotations
@@ -20,6 +21,30 @@ from mission_gym.hardware import GB, MB, list_gpus
 from mission_gym.ppo.batch import choose_batch_size
 from mission_gym.ppo.config import TrainConfig
 from mission_gym.ppo.memory import MemoryEstimate, RunShape, estimate_memory, fits
+
+# A single run (no population) gets a core per ENVS_PER_CORE envs: each env step also runs policy inference and
+# SB3's Python loop, and with fewer cores a long rollout leaves the GPU idle.
+ENVS_PER_CORE = 8
+# A population's members run one per core at a time (``num_threads`` cores each; the launcher's pool), the rest
+# waiting their turn; a preset wants a core for every MEMBERS_PER_CORE members, so its first stage runs in two waves.
+MEMBERS_PER_CORE = 2
+
+
+def cores_needed(config: TrainConfig) -> int:
+    """The cores a preset wants: one for every ``MEMBERS_PER_CORE`` population members (times ``num_threads``), or
+    for a single run one per ``ENVS_PER_CORE`` envs."""
+    if config.population.size > 1:
+        return -(-config.population.size // MEMBERS_PER_CORE) * (config.num_threads or 1)
+    return max(1, -(-config.n_envs // ENVS_PER_CORE))
+
+
+def members_at_once(config: TrainConfig, cores: int | None = None) -> int:
+    """How many of a population's members train at once on ``cores`` cores (None: the cores the preset wants): one
+    per ``num_threads`` cores, as the launcher's pool runs them; 1 for a single run."""
+    if config.population.size <= 1:
+        return 1
+    cores = cores_needed(config) if cores is None else cores
+    return max(1, min(config.population.size, cores // (config.num_threads or 1)))
 
 
 def spaces_fields(observation_space: Any, action_space: Any) -> dict[str, Any]:
@@ -184,8 +209,8 @@ def check_memory(config: TrainConfig, device: str) -> None:
 def largest_fitting_preset(
     gpu_mem_gb: float | None, ram_gb: float, presets: Mapping[str, TrainConfig], device: str = "cuda"
 ) -> tuple[str | None, list[tuple[str, MemoryEstimate, bool]]]:
-    """The preset with the largest estimate that fits (all of a population's members together), and every preset's
-    estimate with its verdict (largest first).
+    """The preset with the largest estimate that fits (a population's members at once on the cores it wants), and
+    every preset's estimate with its verdict (largest first).
 
     :param gpu_mem_gb: GPU memory budget in GiB (None: judge host RAM only)
     :param ram_gb: host RAM budget in GiB
@@ -194,7 +219,7 @@ def largest_fitting_preset(
     """
     rows = []
     for name, config in presets.items():
-        est = estimate_memory(shape_from_config(config, device=device)).scaled(config.population.size)
+        est = estimate_memory(shape_from_config(config, device=device)).scaled(members_at_once(config))
         rows.append((name, est, fits(est, gpu_mem_gb, ram_gb)))
     rows.sort(key=lambda r: (r[1].gpu_bytes, r[1].host_bytes), reverse=True)
     best = next((name for name, _, ok in rows if ok), None)

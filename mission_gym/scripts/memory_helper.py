@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from mission_gym.hardware import GB, MB, detect_hardware
-from mission_gym.launch.auto import cores_needed
 from mission_gym.ppo import memory as mem
 from mission_gym.ppo.config import TrainConfig, apply_overrides
 from mission_gym.ppo.presets import is_selector, load_preset, load_presets, preset_names, presets_dir
-from mission_gym.ppo.sizing import largest_fitting_preset, shape_from_config
+from mission_gym.ppo.sizing import cores_needed, largest_fitting_preset, members_at_once, shape_from_config
 from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
 
 
@@ -43,13 +42,14 @@ def compare(presets: dict[str, Any]) -> None:
     rows = []
     for name, config in presets.items():
         shape = shape_from_config(config, device="cpu")
-        members = config.population.size
-        on_cpu = mem.estimate_memory(shape).scaled(members)
-        on_gpu = mem.estimate_memory(shape.with_device("cuda")).scaled(members)
+        members, at_once = config.population.size, members_at_once(config)
+        on_cpu = mem.estimate_memory(shape).scaled(at_once)
+        on_gpu = mem.estimate_memory(shape.with_device("cuda")).scaled(at_once)
         rows.append(
             [
                 name,
                 str(members),
+                str(at_once),
                 f"{shape.n_envs}×{shape.n_steps} = {shape.rollout:,}",
                 str(shape.batch_size),
                 ",".join(map(str, shape.net_arch)),
@@ -67,6 +67,7 @@ def compare(presets: dict[str, Any]) -> None:
         [
             "preset",
             "members",
+            "at once",
             "n_envs×n_steps",
             "batch",
             "network",
@@ -81,9 +82,10 @@ def compare(presets: dict[str, Any]) -> None:
         rows,
     )
     print(
-        "Memory is of all of a preset's members together (one process each; the rollout buffer and parameters are per "
-        "member). GPU memory is what nvidia-smi would show (a CUDA context per member included); host RAM includes env "
-        "worker processes. cores: what `auto` wants (a core per member)."
+        "cores: what `auto` wants (a core for every two members: the members train one per core, the rest waiting "
+        "their turn). Memory is of the members at once on those cores (one process each; the rollout buffer and "
+        "parameters are per member). GPU memory is what nvidia-smi would show (a CUDA context per member included); "
+        "host RAM includes env worker processes."
     )
 
 
