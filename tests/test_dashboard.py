@@ -125,6 +125,11 @@ def test_chart_helpers() -> None:
     assert 0.25 < lo[0] < 0.5 < hi[0] < 0.75 and hi[1] == 1.0 and np.isnan(lo[2])
     svg = line_chart([Series("a<b", [1, 2, 3], [1.0, np.nan, 2.0])], "t&t")
     assert "a&lt;b" in svg and "t&amp;t" in svg and svg.count("<circle") == 2  # NaN splits the line into two dots
+    # cut labels that would overlap go a line lower; one far enough along goes back to the top line
+    marks = [(1.25e6, "cut 1: keep 4"), (2e6, "cut 2: keep 2"), (2.75e6, "cut 3: keep 1"), (8e6, "end")]
+    svg = line_chart([Series("m0", [0, 9e6], [0.0, 1.0])], "cuts", marks=marks)
+    ys = [float(y) for y in re.findall(r'<text x="[^"]+" y="([^"]+)" class="marklabel"', svg)]
+    assert len(ys) == 4 and ys[0] < ys[1] and ys[2] == ys[0] and ys[3] == ys[0]
 
 
 def test_cli(runs: Path) -> None:

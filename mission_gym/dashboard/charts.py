@@ -24,7 +24,7 @@ PALETTE: tuple[str, ...] = (
     "#475569",
     "#ea580c",
     "#0d9488",
-    "#9333ea",
+    "#111827",
     "#ca8a04",
     "#be123c",
     "#1d4ed8",
@@ -258,8 +258,9 @@ def line_chart(
 
 def _marks(frame: _Frame, marks: Sequence[tuple[float, str]]) -> list[str]:
     """Dashed vertical lines with their labels at the top of the plot (a label that would run past the right edge
-    is drawn to the left of its line)."""
+    is drawn to the left of its line; one that would overlap an earlier one goes a line lower)."""
     parts: list[str] = []
+    row_ends: list[float] = []  # the right end of the last label on each line of labels
     for x, label in marks:
         if not (math.isfinite(x) and frame.x0 <= x <= frame.x1):
             continue
@@ -269,11 +270,14 @@ def _marks(frame: _Frame, marks: Sequence[tuple[float, str]]) -> list[str]:
             f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{frame.top:.1f}" y2="{frame.bottom:.1f}" class="mark">'
             f"<title>{tip}</title></line>"
         )
-        right = px + 4 + 5.6 * len(label) > frame.right
+        width = 5.6 * len(label)
+        right = px + 4 + width > frame.right
         anchor, tx = ("end", px - 4) if right else ("start", px + 4)
-        parts.append(
-            f'<text x="{tx:.1f}" y="{frame.top + 11:.1f}" class="marklabel" text-anchor="{anchor}">{html.escape(label)}</text>'
-        )
+        start, end = (tx - width, tx) if right else (tx, tx + width)
+        row = next((i for i, e in enumerate(row_ends) if start > e + 4), len(row_ends))
+        row_ends[row : row + 1] = [end]
+        y = frame.top + 11 + 11 * row
+        parts.append(f'<text x="{tx:.1f}" y="{y:.1f}" class="marklabel" text-anchor="{anchor}">{html.escape(label)}</text>')
     return parts
 
 
