@@ -6,7 +6,9 @@ At each cut (an env step of the run) every member is scored by a fresh evaluatio
 in-training evaluation seeds and only the best ``keep`` carry on; at the end the survivors' best and final models
 are scored the same way and the best of them is the run's ``best_model.zip``. PPO on Mission Gym settles on a
 plan early and a seed's evaluation at 30-40% of the run already ranks it among its siblings (docs/experiments.md),
-so a cut there spends the cores on the members worth finishing.
+so a cut there spends the cores on the members worth finishing. A cut with ``redraw_below`` whose best member wins
+less than that first draws ``redraws`` new members, trains them to the cut and ranks them with the others: a run
+ends near where its best lineage stood at the cut, so a seed whose members all missed the plan gets more draws.
 
 A member is an ordinary run under ``<run>/members/`` (``m0`` keeps the run's seed); the winner's files
 (checkpoints, curves, TensorBoard events, models) are copied into the run directory, so ``evaluate``,

@@ -76,7 +76,7 @@ DEFAULT_ACTIVATION_FACTOR = 2.3
 # --- GPU constants ---------------------------------------------------------------------------------------------
 # What NVML shows for a process beyond its tensors: the CUDA context with lazy module loading plus cuBLAS handles and
 # workspaces. Measured on an H200 (torch 2.11+cu130): one member of `fast` 834 MB by NVML at the end of its run
-# (torch.cuda.max_memory_allocated 77 MB, most of it cuBLAS workspace), and 16 members of `beast` side by side
+# (torch.cuda.max_memory_allocated 77 MB, most of it cuBLAS workspace), and 16 members of the cpu recipe side by side
 # 13,896 MB with the launcher's process, about 830 MB each. 800 MB plus the counted terms gives those figures.
 CUDA_CONTEXT_MB = 800.0
 # PyTorch's caching allocator rounds blocks up (to 512 B below 1 MB, into 2 MB segments up to 10 MB, to 2 MB
