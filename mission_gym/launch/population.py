@@ -278,8 +278,9 @@ class PopulationRun:
             scores, failed, stopped = self._train_and_score(active, step, final)
             if stopped is not None:
                 return stopped
-            if cut is not None and cut.redraw_below is not None and not drawn and scores:
-                best_win = max(EvalRecord(**s["record"]).score() for s in scores)[0]
+            wins = [s["record"]["win_rate"] for s in scores if s["record"].get("win_rate") is not None]
+            if cut is not None and cut.redraw_below is not None and not drawn and wins:  # envs without wins: none
+                best_win = max(wins)
                 if best_win < cut.redraw_below:
                     drawn = self._draw(cut.redraws, step)
                     print(

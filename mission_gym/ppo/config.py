@@ -72,7 +72,7 @@ class PopulationCut(_Strict):
     """At env step ``at`` the best ``keep`` members carry on, and ``clones`` copies of the best one with seeds of
     their own (population-based training's exploit step). With ``redraw_below``, a cut whose best member wins less
     than that first draws ``redraws`` new members (the next seeds and recipes), trains them to ``at`` and compares
-    them too: once per cut."""
+    them too: once per cut, on envs that report a win rate."""
 
     at: int = Field(gt=0, description="env step where the members are compared")
     keep: int = Field(ge=1, description="members that carry on")
