@@ -14,7 +14,7 @@ from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from mission_gym.hardware import GpuInfo, Hardware
-from mission_gym.launch import auto
+from mission_gym.launch import auto, population
 from mission_gym.launch.auto import choose_auto_preset
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.resources import estimate_job_memory
@@ -307,5 +307,10 @@ def test_a_gpu_preset_without_cuda_says_it_trains_on_the_cpu(monkeypatch: pytest
     (line,) = auto.device_notes(load_preset("heavy"))
     assert "no CUDA device here" in line and "16 members on the CPU, 2 at a time" in line and "--preset cpu" in line
     assert auto.device_notes(load_preset("cpu")) == []
+    # a member (no population of its own), pinned to one core: no member or core count that reads "1 members"
+    member = population.member_config(load_preset("heavy"), seed=7)
+    assert auto.device_notes(member) == [
+        "no CUDA device here: the GPU preset 'heavy' trains on the CPU (slower; --preset cpu is this machine's)"
+    ]
     monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(80.0, "fake", 16, 128.0))
     assert auto.device_notes(load_preset("heavy")) == []

@@ -82,8 +82,11 @@ def device_notes(config: TrainConfig) -> list[str]:
     if hw.gpu_mem_gb:
         return []
     members = config.population.size
+    instead = f"(slower; --preset {found[0].cpu} is this machine's)"
+    if members <= 1:  # one run, or a population's member (pinned to its own core)
+        return [f"no CUDA device here: the GPU preset {config.preset!r} trains on the CPU {instead}"]
     at_once = members_at_once(config, hw.cores)
     return [
         f"no CUDA device here: the GPU preset {config.preset!r} trains its {members} members on the CPU, {at_once} at a "
-        f"time on {hw.cores} cores (slower; --preset {found[0].cpu} is this machine's)"
+        f"time on {hw.cores} cores {instead}"
     ]
