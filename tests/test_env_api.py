@@ -3,6 +3,10 @@ of a vector env with single envs given the same seeds. Rendering is tested in ``
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import gymnasium
 import numba
 import numpy as np
@@ -315,6 +319,36 @@ def test_set_config_refuses_what_changes_the_arrays():
     env = MissionVecEnv(2, seed=0)
     with pytest.raises(ValueError, match="obs_dim"):
         env.core.set_config(with_setting(env.config, "world.observation.lidar_rays", 4))
+
+
+LEARNER_THREADS_AFTER_A_NATIVE_ENV = """
+import os, numpy as np, torch
+from mission_gym.launch.auto import load_preset
+from mission_gym.ppo.build import build_run, finalize_config
+from mission_gym.ppo.config import apply_overrides
+
+config = apply_overrides(load_preset("quick"), {"n_envs": 8, "num_threads": 1, "vec_env": "native", "device": "cpu"})
+setup = build_run(finalize_config(config))
+setup.venv.reset()
+setup.venv.step(np.zeros((8,) + setup.venv.action_space.shape, dtype=np.int64))
+print(len(os.sched_getaffinity(0)), setup.threads, torch.get_num_threads())
+setup.close()
+"""
+
+
+@pytest.mark.skipif(
+    numba.config.NUMBA_NUM_THREADS < 2 or len(os.sched_getaffinity(0)) < 2, reason="one core or one numba thread here"
+)
+def test_a_native_env_on_several_cores_leaves_the_learner_its_torch_threads():
+    """numba's OpenMP pool, launched by the first parallel step, set the process's OpenMP thread count, which torch
+    reads as its own: a learner of one thread beside a 2-core env ran its update on 2 (a fresh process: the pool
+    launches once per process)."""
+    out = subprocess.run(
+        [sys.executable, "-c", LEARNER_THREADS_AFTER_A_NATIVE_ENV], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    cores, learner, torch_threads = map(int, out.stdout.split()[-3:])
+    assert cores >= 2 and learner == 1 and torch_threads == 1
 
 
 @pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba's thread pool has one thread here")

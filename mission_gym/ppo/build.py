@@ -183,6 +183,9 @@ def build_run(
         venv = make_training_env(config, kind, config.seed + step, stats if stats.is_file() else None)
     else:
         venv = make_training_env(config, kind, config.seed, parent_stats)
+    import torch
+
+    torch.set_num_threads(threads)  # again: a native env on several cores has just set OpenMP's count (MissionCore)
     try:
         callbacks = parts.session_callbacks(config, venv, step)
         if checkpoint is not None:
