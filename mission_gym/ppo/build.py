@@ -201,6 +201,8 @@ def build_run(
             policy, kwargs = ppo_kwargs(config)
             model = PPO(policy, venv, device=device, seed=config.seed, verbose=0, **kwargs)
         lean_entropy(model)
+        if isinstance(model, LeanPPO):
+            model.compile_update = config.compile_update
         if parent is not None:
             _copy_weights(parent, model)
     except BaseException:

@@ -174,6 +174,9 @@ class TrainConfig(_Strict):
     vf_coef: float = Field(0.5, ge=0)
     max_grad_norm: float = Field(0.5, gt=0)
     target_kl: float | None = Field(None, gt=0)
+    compile_update: bool = Field(
+        False, description="compile each minibatch's loss with torch.compile (needs a C++ compiler, else eager)"
+    )
     phases: list[Phase] = Field(default_factory=list, description="later parts of the run with their own lr/entropy")
     curriculum: list[CurriculumStep] = Field(default_factory=list, description="game settings that start easier")
     population: Population = Field(default_factory=Population, description="members trained side by side")

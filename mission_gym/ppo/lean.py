@@ -35,6 +35,7 @@ for the step they do not cover.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -92,6 +93,9 @@ class LeanPPO(PPO):
     """
 
     exact = False
+    #: compile each minibatch's loss with ``torch.compile`` (the trainer sets it from ``compile_update``)
+    compile_update = False
+    _compiled: Any = None
 
     def _setup_model(self) -> None:
         super()._setup_model()
@@ -103,6 +107,9 @@ class LeanPPO(PPO):
             width = getattr(getattr(self.policy, "mlp_extractor", None), "latent_dim_pi", 0)
             small = self.n_envs * width < _SIGMOID_TANH_MIN
             _swap_tanh(self.policy, _SIGMOID_TANH_MIN if small else 0)
+
+    def _excluded_save_params(self) -> list[str]:
+        return [*super()._excluded_save_params(), "_compiled"]
 
     # --- the update -------------------------------------------------------------------------------------------
     def train(self) -> None:
@@ -119,7 +126,6 @@ class LeanPPO(PPO):
         data = self._flat_rollout()
         size = data[0].shape[0]
         batch_size = self.batch_size
-        discrete = isinstance(self.action_space, spaces.Discrete)
         # policy loss, clip fraction, value loss, entropy loss, minibatches
         sums = th.zeros(5, dtype=th.float64, device=self.device)
         params = [p for p in policy.parameters()]
@@ -127,6 +133,11 @@ class LeanPPO(PPO):
         approx_kl = th.zeros((), dtype=th.float64, device=self.device)
         loss = th.zeros((), device=self.device)
         one = th.ones((), device=self.device)
+        loss_fn = self._loss
+        if self.compile_update:
+            if self._compiled is None:
+                self._compiled = th.compile(self._loss)
+            loss_fn = self._compiled
         for epoch in range(self.n_epochs):
             # SB3's RolloutBuffer.get draws the same permutation
             order = th.from_numpy(np.random.permutation(size)).to(self.device)
@@ -134,32 +145,31 @@ class LeanPPO(PPO):
             kl_sum, kl_n = th.zeros((), dtype=th.float64, device=self.device), 0
             for start in range(0, size, batch_size):
                 end = start + batch_size
-                batch_actions = actions[start:end]
-                if discrete:
-                    batch_actions = batch_actions.long().flatten()
-                values, log_prob, entropy = self._evaluate(observations[start:end], batch_actions)
-                values = values.flatten()
-                advantages = advantages_all[start:end]
-                if self.normalize_advantage and len(advantages) > 1:
-                    advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-                batch_old_log_prob = old_log_prob[start:end]
-                ratio = th.exp(log_prob - batch_old_log_prob)
-                policy_loss_1 = advantages * ratio
-                policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
-                policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
-                if clip_range_vf is None:
-                    values_pred = values
-                else:
-                    batch_old_values = old_values[start:end]
-                    values_pred = batch_old_values + th.clamp(values - batch_old_values, -clip_range_vf, clip_range_vf)
-                value_loss = F.mse_loss(returns[start:end], values_pred)
-                entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
-                loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+                batch = (
+                    observations[start:end],
+                    actions[start:end],
+                    old_values[start:end],
+                    old_log_prob[start:end],
+                    advantages_all[start:end],
+                    returns[start:end],
+                    clip_range,
+                    clip_range_vf,
+                )
+                try:
+                    loss, stats, approx_kl_div = loss_fn(*batch)
+                except Exception as exc:
+                    if loss_fn is self._loss:
+                        raise
+                    # torch.compile's CPU backend needs a C++ compiler; without one (or on any failure to
+                    # compile) the update goes on eager, the same maths to float rounding
+                    warnings.warn(
+                        f"compile_update: torch.compile failed ({type(exc).__name__}); the update runs eager",
+                        stacklevel=2,
+                    )
+                    self.compile_update, self._compiled, loss_fn = False, None, self._loss
+                    loss, stats, approx_kl_div = loss_fn(*batch)
                 with th.no_grad():
-                    clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float())
-                    sums += th.stack((policy_loss, clip_fraction, value_loss, entropy_loss, one)).double()
-                    log_ratio = log_prob - batch_old_log_prob
-                    approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio)
+                    sums += th.cat((stats, one.view(1))).double()
                     kl_sum += approx_kl_div
                     kl_n += 1
                 if self.target_kl is not None and approx_kl_div.item() > 1.5 * self.target_kl:
@@ -191,6 +201,43 @@ class LeanPPO(PPO):
         self.logger.record("train/clip_range", clip_range)
         if clip_range_vf is not None:
             self.logger.record("train/clip_range_vf", clip_range_vf)
+
+    def _loss(
+        self,
+        observations: th.Tensor,
+        actions: th.Tensor,
+        old_values: th.Tensor,
+        old_log_prob: th.Tensor,
+        advantages: th.Tensor,
+        returns: th.Tensor,
+        clip_range: float,
+        clip_range_vf: float | None,
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        """One minibatch of ``PPO.train``: the loss, its logged terms (policy loss, clip fraction, value loss,
+        entropy loss) and the approximate KL divergence, in SB3's order of operations."""
+        if isinstance(self.action_space, spaces.Discrete):
+            actions = actions.long().flatten()
+        values, log_prob, entropy = self._evaluate(observations, actions)
+        values = values.flatten()
+        if self.normalize_advantage and len(advantages) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        ratio = th.exp(log_prob - old_log_prob)
+        policy_loss_1 = advantages * ratio
+        policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
+        policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
+        if clip_range_vf is None:
+            values_pred = values
+        else:
+            values_pred = old_values + th.clamp(values - old_values, -clip_range_vf, clip_range_vf)
+        value_loss = F.mse_loss(returns, values_pred)
+        entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
+        loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+        with th.no_grad():
+            clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float())
+            stats = th.stack((policy_loss, clip_fraction, value_loss, entropy_loss))
+            log_ratio = log_prob - old_log_prob
+            approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio)
+        return loss, stats, approx_kl_div
 
     def _flat_rollout(self) -> list[th.Tensor]:
         """The rollout's arrays flattened to ``(n_steps * n_envs, ...)`` as ``RolloutBuffer.get`` leaves them, as
