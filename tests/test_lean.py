@@ -97,3 +97,43 @@ def test_a_lean_model_is_sb3s_own(tmp_path) -> None:
     resumed = LeanPPO.load(tmp_path / "m.zip", device="cpu")
     assert any(isinstance(m, FastTanh) for m in resumed.policy.modules())
     assert all(torch.equal(a, b) for a, b in zip(plain.policy.state_dict().values(), resumed.policy.state_dict().values()))
+
+
+class CompiledLeanPPO(LeanPPO):
+    compile_update = True
+
+
+def test_a_compiled_update_stays_within_float_rounding_of_the_eager_one(tmp_path) -> None:
+    """``compile_update`` (the MuJoCo presets) computes the same update through torch.compile; its compiled function
+    is not saved with the model."""
+    torch.set_num_threads(1)
+    eager = train(LeanPPO, "Pendulum-v1", 0.0, 2, "dummy")
+    compiled = train(CompiledLeanPPO, "Pendulum-v1", 0.0, 2, "dummy")
+    diff = max((eager[k] - compiled[k]).abs().max().item() for k in eager if not k.startswith("adam/"))
+    assert diff < 1e-5
+    venv = make_vec_env("Pendulum-v1", 2, "dummy", seed=0)
+    model = CompiledLeanPPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    model.learn(64)
+    assert model._compiled is not None
+    model.save(tmp_path / "m.zip")
+    venv.close()
+    assert LeanPPO.load(tmp_path / "m.zip", device="cpu")._compiled is None
+
+
+def test_an_update_that_cannot_compile_warns_and_runs_eager(monkeypatch) -> None:
+    """Without a C++ compiler torch.compile fails at its first call: one warning, and the update eager to the bit."""
+    import mission_gym.ppo.lean as lean
+
+    def no_compiler(fn):
+        def fails(*args, **kwargs):
+            raise RuntimeError("InductorError: no C++ compiler")
+
+        return fails
+
+    torch.set_num_threads(1)
+    eager = train(LeanPPO, "Pendulum-v1", 0.0, 2, "dummy")
+    monkeypatch.setattr(lean.th, "compile", no_compiler)
+    with pytest.warns(UserWarning, match="compile_update: torch.compile failed") as caught:
+        fallback = train(CompiledLeanPPO, "Pendulum-v1", 0.0, 2, "dummy")
+    assert len([w for w in caught if "compile_update" in str(w.message)]) == 1
+    assert [k for k in eager if not torch.equal(eager[k], fallback[k])] == []
