@@ -104,8 +104,8 @@ class CompiledLeanPPO(LeanPPO):
 
 
 def test_a_compiled_update_stays_within_float_rounding_of_the_eager_one(tmp_path) -> None:
-    """``compile_update`` (the MuJoCo presets) computes the same update through torch.compile; its compiled function
-    is not saved with the model."""
+    """``compile_update`` computes the same update through torch.compile; its compiled function is not saved with
+    the model."""
     torch.set_num_threads(1)
     eager = train(LeanPPO, "Pendulum-v1", 0.0, 2, "dummy")
     compiled = train(CompiledLeanPPO, "Pendulum-v1", 0.0, 2, "dummy")

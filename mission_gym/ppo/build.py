@@ -175,7 +175,6 @@ def build_run(
         obs_space, act_space = probe_spaces(config.env, config.env_kwargs)
         if parent is not None:
             compare_spaces(parent, obs_space, act_space)
-    device, threads = setup_machine(config, config.n_envs if kind == "subproc" else 0)
     step = 0
     if checkpoint is not None:
         step = checkpoint_step(checkpoint)
@@ -183,10 +182,10 @@ def build_run(
         venv = make_training_env(config, kind, config.seed + step, stats if stats.is_file() else None)
     else:
         venv = make_training_env(config, kind, config.seed, parent_stats)
-    import torch
-
-    torch.set_num_threads(threads)  # again: a native env on several cores has just set OpenMP's count (MissionCore)
     try:
+        # after the env: a native env on several cores launches numba's OpenMP pool, which sets the OpenMP thread
+        # count torch reads as its own (MissionCore)
+        device, threads = setup_machine(config, config.n_envs if kind == "subproc" else 0)
         callbacks = parts.session_callbacks(config, venv, step)
         if checkpoint is not None:
             model = PPO.load(checkpoint, env=venv, device=device)
