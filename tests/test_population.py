@@ -307,3 +307,31 @@ def test_population_runs_on_ray_with_the_same_plan(tmp_path):
     assert cut["step"] == 512 and len(cut["kept"]) == 1 and end["best"]["member"] == cut["kept"][0]
     assert (run / "best_model.zip").is_file() and json.loads((run / "metadata.json").read_text())["status"] == "finished"
     assert "submitted m0" in proc.stdout and "on Ray" in proc.stdout
+
+
+def test_scoring_on_several_cores_plays_the_same_games_as_one(tmp_path):
+    """A cut's scores are the same whether its models are played here or by worker processes side by side, and no
+    worker outlives the scoring."""
+    import psutil
+
+    from mission_gym.launch.population import saved_timesteps, score_models, scoring_workers
+
+    proc = run_cli(["--preset", "quick", "--timesteps", "1024", "--save-freq", "512", "--run-name", "r"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = RunDir(tmp_path / "runs" / "r")
+    models = [(path, saved_timesteps(path)) for _, path in run.checkpoints()]
+    assert [step for step, _ in run.checkpoints()] == [step for _, step in models] and len(models) >= 2
+    env_kwargs = json.loads(json.dumps(load_preset("quick").env_kwargs))
+    here = score_models(models, "MissionGym-v0", env_kwargs, 6, workers=1)
+    side_by_side = score_models(models, "MissionGym-v0", env_kwargs, 6, workers=2)
+
+    def played(records: list[EvalRecord]) -> list[dict]:
+        return [{k: v for k, v in r.__dict__.items() if k != "eval_s"} for r in records]
+
+    assert played(side_by_side) == played(here)
+    assert [r.timesteps for r in here] == [step for _, step in models]
+    left = [p.cmdline() for p in psutil.Process().children(recursive=True)]
+    assert all("resource_tracker" in " ".join(c) for c in left), left  # multiprocessing's, ends with this process
+    # one worker per core while each has enough games to pay for its start
+    assert scoring_workers(32, 200, 16) == 10 and scoring_workers(8, 200, 2) == 2 and scoring_workers(2, 200, 16) == 1
+    assert scoring_workers(6, 1000, 2) == 2 and scoring_workers(3, 4, 8) == 1

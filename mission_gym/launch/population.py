@@ -22,11 +22,14 @@ directory's.
 
 from __future__ import annotations
 
+import json
+import multiprocessing
 import os
 import shutil
 import signal
 import time
 import warnings
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +39,7 @@ import numpy as np
 from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
-from mission_gym.hardware import core_ids, resolve_device
+from mission_gym.hardware import core_ids, parent_death_signal, resolve_device
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import LocalLauncher
 from mission_gym.launch.report import JobRecord
@@ -476,10 +479,8 @@ class PopulationRun:
 
     def _score(self, names: list[str], step: int, final: bool) -> list[dict[str, Any]]:
         """A fresh evaluation of each member's model at a cut (its newest checkpoint), or at the end (its best and
-        final models)."""
-        from mission_gym.ppo.agent import load_agent
-
-        out = []
+        final models), on several cores where there are enough games to be worth it (:func:`scoring_workers`)."""
+        listed: list[tuple[str, Path, int]] = []  # (member, model, the step it was saved at)
         for name in names:
             member = RunDir(self.members_dir / name)
             if final:
@@ -489,20 +490,21 @@ class PopulationRun:
             else:
                 latest = member.latest_checkpoint()
                 models = [latest[1]] if latest else []
-            scored: dict[int, EvalRecord] = {}  # a member's models saved at the same step are the same policy
-            for path in models:
-                if not path.is_file():
-                    continue
-                agent = load_agent(path, device="cpu")
-                step_saved = int(agent.model.num_timesteps)
-                if step_saved not in scored:
-                    pop = self.config.population
-                    episodes = (pop.final_episodes or pop.episodes) if final else pop.episodes
-                    env, kwargs = self.config.env, self.config.env_kwargs
-                    scored[step_saved] = eval_record(agent.predict, env, kwargs, episodes, step_saved)
-                model = str(path.relative_to(member.path))
-                out.append({"member": name, "model": model, "record": scored[step_saved].__dict__})
-        return out
+            listed += [(name, path, saved_timesteps(path)) for path in models if path.is_file()]
+        # a member's models saved at the same step are the same policy: each is played once
+        unique = list(dict.fromkeys((name, step_saved) for name, _, step_saved in listed))
+        first = {(name, step_saved): path for name, path, step_saved in reversed(listed)}
+        pop = self.config.population
+        episodes = (pop.final_episodes or pop.episodes) if final else pop.episodes
+        workers = scoring_workers(len(unique), episodes, len(core_ids()))
+        records = score_models(
+            [(first[key], key[1]) for key in unique], self.config.env, self.config.env_kwargs, episodes, workers
+        )
+        scored = dict(zip(unique, records, strict=True))
+        return [
+            {"member": name, "model": str(path.relative_to(self.members_dir / name)), "record": scored[name, s].__dict__}
+            for name, path, s in listed
+        ]
 
     def _adopt(self, best: dict[str, Any]) -> None:
         """Copy the winning member's files into the run directory; its best-scoring model is ``best_model.zip``."""
@@ -525,6 +527,65 @@ class PopulationRun:
             timesteps=meta.get("timesteps", self.config.timesteps),
             winner={"member": best["member"], "model": best["model"], "evaluation": best["record"]},
         )
+
+
+#: games one scoring worker must play to be worth its start (importing torch and SB3 and loading the simulation's
+#: kernels take about 3 s, what some 600 Mission Gym games take on one core)
+GAMES_PER_WORKER = 600
+
+
+def scoring_workers(n_models: int, episodes: int, cores: int) -> int:
+    """How many processes score ``n_models`` models of ``episodes`` games each on ``cores`` cores: one per core, as
+    long as each gets :data:`GAMES_PER_WORKER` games; 1 means this process alone."""
+    return max(1, min(n_models, cores, n_models * episodes // GAMES_PER_WORKER))
+
+
+def saved_timesteps(model: Path) -> int:
+    """The env step a saved SB3 model was saved at, read from the zip without loading it."""
+    with zipfile.ZipFile(model) as z:
+        return int(json.loads(z.read("data"))["num_timesteps"])
+
+
+def score_models(
+    models: list[tuple[Path, int]], env: str, env_kwargs: dict[str, Any], episodes: int, workers: int = 1
+) -> list[EvalRecord]:
+    """Play ``episodes`` games on the evaluation seeds with each ``(model, the step it was saved at)``: in this
+    process, or in ``workers`` processes side by side (one core and one torch thread each, the same games and
+    records as here). The workers ignore Ctrl-C, are ended when this returns or raises, and end if this process
+    dies."""
+    tasks = [(str(path), env, env_kwargs, episodes, step) for path, step in models]
+    if workers <= 1 or len(tasks) <= 1:
+        return [_score_model(task) for task in tasks]
+    from mission_gym.ppo.subproc import worker_thread_env
+
+    with worker_thread_env():  # the workers' thread caps, read when torch loads there
+        pool = multiprocessing.get_context("spawn").Pool(
+            min(workers, len(tasks)), initializer=_start_scorer, initargs=(os.getpid(),)
+        )
+    with pool:  # terminate()s the workers on the way out, an exception included
+        records = pool.map(_score_model, tasks, chunksize=1)
+        pool.close()
+        pool.join()
+    return records
+
+
+def _start_scorer(parent: int) -> None:
+    """A scoring worker's start: Ctrl-C is for the launcher (it ends the workers), and the worker ends with it."""
+    import torch
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    arm = parent_death_signal(signal.SIGTERM, parent)
+    if arm is not None:
+        arm()
+    torch.set_num_threads(1)
+
+
+def _score_model(task: tuple[str, str, dict[str, Any], int, int]) -> EvalRecord:
+    from mission_gym.ppo.agent import load_agent
+
+    path, env, env_kwargs, episodes, step = task
+    agent = load_agent(path, device="cpu")
+    return eval_record(agent.predict, env, env_kwargs, episodes, step)
 
 
 def is_population_run(run: str | Path, runs_dir: str | Path) -> bool:
