@@ -323,6 +323,7 @@ def test_scoring_on_several_cores_plays_the_same_games_as_one(tmp_path):
     assert [step for step, _ in run.checkpoints()] == [step for _, step in models] and len(models) >= 2
     env_kwargs = json.loads(json.dumps(load_preset("quick").env_kwargs))
     here = score_models(models, "MissionGym-v0", env_kwargs, 6, workers=1)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}  # e.g. earlier tests' forkservers
     side_by_side = score_models(models, "MissionGym-v0", env_kwargs, 6, workers=2)
 
     def played(records: list[EvalRecord]) -> list[dict]:
@@ -330,7 +331,7 @@ def test_scoring_on_several_cores_plays_the_same_games_as_one(tmp_path):
 
     assert played(side_by_side) == played(here)
     assert [r.timesteps for r in here] == [step for _, step in models]
-    left = [p.cmdline() for p in psutil.Process().children(recursive=True)]
+    left = [p.cmdline() for p in psutil.Process().children(recursive=True) if p.pid not in before]
     assert all("resource_tracker" in " ".join(c) for c in left), left  # multiprocessing's, ends with this process
     # one worker per core while each has enough games to pay for its start
     assert scoring_workers(32, 200, 16) == 10 and scoring_workers(8, 200, 2) == 2 and scoring_workers(2, 200, 16) == 1
