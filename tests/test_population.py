@@ -321,7 +321,7 @@ def test_scoring_on_several_cores_plays_the_same_games_as_one(tmp_path):
     run = RunDir(tmp_path / "runs" / "r")
     models = [(path, saved_timesteps(path)) for _, path in run.checkpoints()]
     assert [step for step, _ in run.checkpoints()] == [step for _, step in models] and len(models) >= 2
-    env_kwargs = json.loads(json.dumps(load_preset("quick").env_kwargs))
+    env_kwargs = load_preset("quick").env_kwargs
     here = score_models(models, "MissionGym-v0", env_kwargs, 6, workers=1)
     before = {p.pid for p in psutil.Process().children(recursive=True)}  # e.g. earlier tests' forkservers
     side_by_side = score_models(models, "MissionGym-v0", env_kwargs, 6, workers=2)

@@ -491,16 +491,16 @@ class PopulationRun:
                 latest = member.latest_checkpoint()
                 models = [latest[1]] if latest else []
             listed += [(name, path, saved_timesteps(path)) for path in models if path.is_file()]
-        # a member's models saved at the same step are the same policy: each is played once
-        unique = list(dict.fromkeys((name, step_saved) for name, _, step_saved in listed))
-        first = {(name, step_saved): path for name, path, step_saved in reversed(listed)}
+        # a member's models saved at the same step are the same policy: each is played once, its first file
+        first: dict[tuple[str, int], Path] = {}
+        for name, path, step_saved in listed:
+            first.setdefault((name, step_saved), path)
         pop = self.config.population
         episodes = (pop.final_episodes or pop.episodes) if final else pop.episodes
-        workers = scoring_workers(len(unique), episodes, len(core_ids()))
-        records = score_models(
-            [(first[key], key[1]) for key in unique], self.config.env, self.config.env_kwargs, episodes, workers
-        )
-        scored = dict(zip(unique, records, strict=True))
+        workers = scoring_workers(len(first), episodes, len(core_ids()))
+        to_play = [(path, step_saved) for (_, step_saved), path in first.items()]
+        records = score_models(to_play, self.config.env, self.config.env_kwargs, episodes, workers)
+        scored = dict(zip(first, records, strict=True))
         return [
             {"member": name, "model": str(path.relative_to(self.members_dir / name)), "record": scored[name, s].__dict__}
             for name, path, s in listed
