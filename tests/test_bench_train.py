@@ -36,6 +36,7 @@ def test_train_sweep_writes_table_csv_and_plot(tmp_path: Path) -> None:
     [
         (["--preset", "qick"], "did you mean 'quick'"),
         (["--preset", "auto"], "not a run preset"),
+        (["--preset", "no/such.yaml"], "does not exist"),
         (["--vec-env", "single"], "not valid for --mode train"),
         (["--device", "tpu"], "--device 'tpu' is not valid"),
     ],
@@ -44,6 +45,19 @@ def test_train_sweep_bad_input(args: list[str], needle: str) -> None:
     out = run_bench(*args)
     assert out.returncode == 2 and needle in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_a_preset_file_is_measured_as_train_ppo_takes_it(tmp_path: Path) -> None:
+    """--preset FILE: a variant of a preset measured without adding it to the shipped ones; a broken one is one line."""
+    variant = tmp_path / "quick_small.yaml"
+    variant.write_text("base: quick\nn_envs: 2\nn_steps: 16\n")
+    out = run_bench("--preset", str(variant), "--rollouts", "1", "--device", "cpu", "--csv", str(tmp_path / "t.csv"))
+    assert out.returncode == 0, out.stderr
+    (row,) = list(csv.DictReader((tmp_path / "t.csv").open()))
+    assert (row["preset"], row["n_envs"], row["timesteps"]) == (str(variant), "2", "32")
+    variant.write_text("base: quick\nn_envs: lots\n")
+    out = run_bench("--preset", str(variant), "--rollouts", "1")
+    assert out.returncode == 2 and "n_envs" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_env_sweep_measures_the_native_env_on_each_thread_count(tmp_path: Path) -> None:

@@ -462,7 +462,7 @@ def build_parser() -> CliParser:
         "--placements", nargs="+", type=parse_placement, default=None, metavar="MxT",
         help="--mode placement: M members of T learner threads each at once [1x1, 1xC, Cx1, 2Cx1 for C cores]",
     )  # fmt: skip
-    p.add_argument("--preset", nargs="+", default=["cpu"], metavar="NAME", help="presets measured by --mode train [cpu]")
+    p.add_argument("--preset", nargs="+", default=["cpu"], metavar="NAME", help="presets measured by --mode train or placement: names or preset files [cpu]")
     p.add_argument(
         "--rollouts", type=int, default=4, help="rollouts timed per configuration, after one of warm-up (--mode train)"
     )
@@ -503,19 +503,38 @@ def build_parser() -> CliParser:
     return p
 
 
-def _train_mode(args: argparse.Namespace) -> int:
-    from mission_gym.hardware import detect_hardware
-    from mission_gym.ppo.presets import is_selector, preset_names
+def _preset_problem(name: str) -> str | None:
+    """Why ``--preset NAME`` cannot be measured (one line), or None: a shipped run preset's name, or the path of a
+    preset file as ``train_ppo --preset`` takes it."""
+    from mission_gym.config import ConfigError
+    from mission_gym.ppo.presets import is_selector, load_preset, preset_names
 
     names = preset_names()
+    runs = [n for n in names if not is_selector(n)]
+    if name in names:
+        return None if name in runs else f"--preset {name!r} is not a run preset; valid: {', '.join(runs)}"
+    if not (name.endswith((".yaml", ".yml")) or "/" in name or Path(name).is_file()):
+        return f"--preset {name!r} is not a run preset{suggest(name, runs)}; valid: {', '.join(runs)} or a YAML file path"
+    try:
+        if is_selector(name):
+            return f"--preset {name!r} is not a run preset: it picks one by hardware (selector: true)"
+        load_preset(name)
+    except ConfigError as exc:
+        return f"--preset {name!r}: {(str(exc).splitlines() or ['not a valid preset'])[0]}"
+    return None
+
+
+def _train_mode(args: argparse.Namespace) -> int:
+    from mission_gym.hardware import detect_hardware
+
     bad = [k for k in args.vec_env or [] if k not in TRAIN_KINDS]
     if bad:
         return fail(f"--vec-env {bad[0]!r} is not valid for --mode train{suggest(bad[0], list(TRAIN_KINDS))}; "
                     f"valid: {', '.join(TRAIN_KINDS)}")  # fmt: skip
     for name in args.preset:
-        if name not in names or is_selector(name):
-            runs = [n for n in names if not is_selector(n)]
-            return fail(f"--preset {name!r} is not a run preset{suggest(name, runs)}; valid: {', '.join(runs)}")
+        problem = _preset_problem(name)
+        if problem:
+            return fail(problem)
     if args.rollouts < 1:
         return fail(f"--rollouts must be >= 1, got {args.rollouts}")
     device = args.device
@@ -546,11 +565,10 @@ def _train_mode(args: argparse.Namespace) -> int:
 
 
 def _placement_mode(args: argparse.Namespace) -> int:
-    from mission_gym.ppo.presets import is_selector, preset_names
-
     preset = args.preset[0]
-    if preset not in preset_names() or is_selector(preset):
-        return fail(f"--preset {preset!r} is not a run preset{suggest(preset, preset_names())}")
+    problem = _preset_problem(preset)
+    if problem:
+        return fail(problem)
     c = available_cores()
     placements = args.placements or list(dict.fromkeys([(1, 1), (1, c), (c, 1), (2 * c, 1)]))
     device = "cpu" if args.device == "auto" else args.device
