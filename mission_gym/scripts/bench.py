@@ -462,7 +462,10 @@ def build_parser() -> CliParser:
         "--placements", nargs="+", type=parse_placement, default=None, metavar="MxT",
         help="--mode placement: M members of T learner threads each at once [1x1, 1xC, Cx1, 2Cx1 for C cores]",
     )  # fmt: skip
-    p.add_argument("--preset", nargs="+", default=["cpu"], metavar="NAME", help="presets measured by --mode train or placement: names or preset files [cpu]")
+    p.add_argument(
+        "--preset", nargs="+", default=["cpu"], metavar="NAME",
+        help="presets measured by --mode train or placement: names or preset files [cpu]",
+    )  # fmt: skip
     p.add_argument(
         "--rollouts", type=int, default=4, help="rollouts timed per configuration, after one of warm-up (--mode train)"
     )
