@@ -17,13 +17,8 @@ RUN_SECONDS=${RUN_SECONDS:-460}
 PRESET=${PRESET:-auto}
 SEED=${SEED:-0}
 RUNS=${RUNS:-/tmp/gpu_runs}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH="$PWD:/tmp/site"
-fi
-T0=$(date +%s)
+# shellcheck source=tools/device_env.sh
+. "$(dirname "$0")/device_env.sh"
 mark() { echo "mark $(date +%s.%N) $*" >>"$OUT/machine.txt"; echo "== [$(($(date +%s) - T0)) s] $*"; }
 
 if command -v nvidia-smi >/dev/null; then

@@ -10,13 +10,8 @@ set -u
 OUT=${OUT:-/tmp/placement_check}
 ROLLOUTS=${ROLLOUTS:-8}
 PLACEMENTS=${PLACEMENTS:-1x1 1x2 1x4 1x8 2x8 4x4 8x2 16x1}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-if [ -d .whl ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-    export PYTHONPATH="$PWD:/tmp/site"
-fi
-T0=$(date +%s)
+# shellcheck source=tools/device_env.sh
+. "$(dirname "$0")/device_env.sh"
 mark() { echo "== [$(($(date +%s) - T0)) s] $*" | tee -a "$OUT/bench.log"; }
 {
     lscpu | grep -E "Model name|^CPU\(s\)|^Model:|Flags" | cut -c1-200; free -g | head -2
