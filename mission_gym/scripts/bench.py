@@ -508,22 +508,16 @@ def build_parser() -> CliParser:
 
 def _preset_problem(name: str) -> str | None:
     """Why ``--preset NAME`` cannot be measured (one line), or None: a shipped run preset's name, or the path of a
-    preset file as ``train_ppo --preset`` takes it."""
+    preset file as ``train_ppo --preset`` takes it (``preset_path`` tells the two apart and suggests names)."""
     from mission_gym.config import ConfigError
-    from mission_gym.ppo.presets import is_selector, load_preset, preset_names
+    from mission_gym.ppo.presets import is_selector, load_preset
 
-    names = preset_names()
-    runs = [n for n in names if not is_selector(n)]
-    if name in names:
-        return None if name in runs else f"--preset {name!r} is not a run preset; valid: {', '.join(runs)}"
-    if not (name.endswith((".yaml", ".yml")) or "/" in name or Path(name).is_file()):
-        return f"--preset {name!r} is not a run preset{suggest(name, runs)}; valid: {', '.join(runs)} or a YAML file path"
     try:
         if is_selector(name):
             return f"--preset {name!r} is not a run preset: it picks one by hardware (selector: true)"
         load_preset(name)
     except ConfigError as exc:
-        return f"--preset {name!r}: {(str(exc).splitlines() or ['not a valid preset'])[0]}"
+        return f"--preset: {(str(exc).splitlines() or [f'{name!r} is not a valid preset'])[0]}"
     return None
 
 
