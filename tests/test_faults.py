@@ -469,7 +469,7 @@ def test_checking_a_subproc_configuration_starts_no_process():
 def test_the_subproc_env_starts_its_workers_at_the_first_reset_with_their_seeds():
     import numpy as np
 
-    from mission_gym.ppo.vec_env import make_vec_env
+    from mission_gym.vec.factory import make_vec_env
 
     lazy = make_vec_env("CartPole-v1", 2, "subproc", seed=7)
     dummy = make_vec_env("CartPole-v1", 2, "dummy", seed=7)

@@ -9,7 +9,7 @@ from stable_baselines3 import PPO
 
 from mission_gym.ppo.entropy import lean_entropy
 from mission_gym.ppo.lean import FastTanh, LeanPPO
-from mission_gym.ppo.vec_env import make_vec_env
+from mission_gym.vec.factory import make_vec_env
 
 
 class ExactLeanPPO(LeanPPO):

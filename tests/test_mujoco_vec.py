@@ -1,4 +1,4 @@
-"""MujocoVecEnv (mission_gym/ppo/mujoco_vec.py) steps Hopper, Walker2d and HalfCheetah to the bit as SB3's
+"""MujocoVecEnv (mission_gym/vec/mujoco_vec.py) steps Hopper, Walker2d and HalfCheetah to the bit as SB3's
 DummyVecEnv of gym.make envs does, and is the ``native`` kind of those ids."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import torch
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from mission_gym.config import ConfigError
-from mission_gym.ppo.vec_env import make_vec_env, resolve_kind
+from mission_gym.vec.factory import make_vec_env, resolve_kind
 
 pytest.importorskip("mujoco")
 
-from mission_gym.ppo.mujoco_vec import MujocoVecEnv  # noqa: E402  (needs mujoco)
+from mission_gym.vec.mujoco_vec import MujocoVecEnv  # noqa: E402  (needs mujoco)
 
 
 @pytest.mark.parametrize(

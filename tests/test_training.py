@@ -20,8 +20,8 @@ from mission_gym.ppo.config import Phase, TrainConfig, apply_overrides, split_hy
 from mission_gym.ppo.presets import AutoPreset, preset_names, presets_dir
 from mission_gym.ppo.rundir import RunDir, vecnormalize_path
 from mission_gym.ppo.trainer import Trainer
-from mission_gym.ppo.vec_env import ENV_ID as MISSION_ENV_ID
-from mission_gym.ppo.vec_env import make_vec_env
+from mission_gym.vec.factory import ENV_ID as MISSION_ENV_ID
+from mission_gym.vec.factory import make_vec_env
 
 SHIPPED = ["auto", "beast", "cpu", "fast", "halfcheetah", "heavy", "hopper", "mujoco", "quick", "walker2d"]
 GPU_MEMBERS = {"fast": 8, "heavy": 16, "beast": 32}  # the cpu recipe scaled: two members per core of the tier
@@ -190,7 +190,7 @@ def test_vec_env_kinds(kind, env_id):
 
 
 def test_native_is_mission_gym_and_the_mujoco_tasks_only():
-    from mission_gym.ppo.vec_env import resolve_kind
+    from mission_gym.vec.factory import resolve_kind
 
     assert resolve_kind("auto", "MissionGym-v0", 16, 2) == "native"
     assert resolve_kind("auto", "CartPole-v1", 8, 2) == "subproc"

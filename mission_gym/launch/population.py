@@ -556,7 +556,7 @@ def score_models(
     tasks = [(str(path), env, env_kwargs, episodes, step) for path, step in models]
     if workers <= 1 or len(tasks) <= 1:
         return [_score_model(task) for task in tasks]
-    from mission_gym.ppo.subproc import worker_thread_env
+    from mission_gym.vec.subproc import worker_thread_env
 
     with worker_thread_env():  # the workers' thread caps, read when torch loads there
         pool = multiprocessing.get_context("spawn").Pool(

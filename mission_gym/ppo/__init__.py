@@ -1,6 +1,4 @@
-"""The PPO run: its typed configuration and presets, the training env, the model (SB3's PPO), the trainer and its
-callbacks, the run directory, and the memory estimator.
-
-Kept free of imports so that env worker processes, which import :mod:`mission_gym.ppo.vec_env`, load nothing they do
-not need.
+"""The PPO algorithm (:mod:`~mission_gym.ppo.lean`, its entropy and schedules) and the training session around it:
+building a run (:mod:`~mission_gym.ppo.build`), the trainer, its callbacks and load monitor, and loading a trained
+agent, beside the run's configuration, presets and files. The training envs are :mod:`mission_gym.vec`.
 """

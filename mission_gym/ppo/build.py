@@ -23,7 +23,7 @@ from mission_gym.ppo.entropy import lean_entropy
 from mission_gym.ppo.portable import restore_schedules
 from mission_gym.ppo.rundir import read_json, vecnormalize_path
 from mission_gym.ppo.schedules import learning_rate_schedule
-from mission_gym.ppo.vec_env import make_vec_env, probe_spaces, resolve_kind
+from mission_gym.vec.factory import make_vec_env, probe_spaces, resolve_kind
 
 # SB3 warns that an MLP policy on a GPU leaves it idle; the GPU presets run members side by side for that reason
 # (docs/gpu-guide.md), so the warning says nothing a user of them can act on

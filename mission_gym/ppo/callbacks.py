@@ -23,7 +23,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from mission_gym import ENV_ID
 from mission_gym.ppo.portable import portable
 from mission_gym.ppo.rundir import RunDir, atomic_save_all, vecnormalize_path
-from mission_gym.ppo.vec_env import find_vec_normalize
+from mission_gym.vec.factory import find_vec_normalize
 
 EVAL_COLUMNS = (
     "timesteps",

@@ -107,7 +107,7 @@ def measure_sb3_defaults(
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    from mission_gym.ppo.vec_env import check_env_id
+    from mission_gym.vec.factory import check_env_id
 
     check_env_id(env_id)
     torch.set_num_threads(threads)

@@ -73,7 +73,7 @@ def spaces_fields(observation_space: Any, action_space: Any) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=32)
 def _env_spaces(env_id: str, kwargs_items: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
-    from mission_gym.ppo.vec_env import probe_spaces
+    from mission_gym.vec.factory import probe_spaces
 
     obs_space, act_space = probe_spaces(env_id, dict(kwargs_items))
     return tuple(spaces_fields(obs_space, act_space).items())
@@ -100,7 +100,7 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
     :param device: overrides the configuration's device; ``auto`` left unresolved counts as ``cpu`` (so does ``mps``)
     :param cores: CPU cores, for resolving ``vec_env: auto`` (detected when None)
     """
-    from mission_gym.ppo.vec_env import resolve_kind
+    from mission_gym.vec.factory import resolve_kind
 
     batch = config.batch_size
     if batch == "auto":

@@ -197,7 +197,7 @@ def train_one(
 def bench_gym_env(env_id: str, kind: str, n_envs: int, seconds: float, seed: int = 0) -> float:
     """Env steps per second of a Gymnasium id batched as the trainer batches it (``native``, ``dummy`` or ``subproc``;
     no normalisation), random actions, measured for about ``seconds`` after a warm-up."""
-    from mission_gym.ppo.vec_env import make_vec_env
+    from mission_gym.vec.factory import make_vec_env
 
     venv = make_vec_env(env_id, n_envs, kind, seed=seed)
     try:

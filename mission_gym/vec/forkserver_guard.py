@@ -1,11 +1,11 @@
 """Imported by the forkserver of the ``subproc`` training env when it starts (multiprocessing's preload list, set by
-:mod:`mission_gym.ppo.subproc`): the forkserver ends when the trainer that started it does, ``kill -9`` included.
+:mod:`mission_gym.vec.subproc`): the forkserver ends when the trainer that started it does, ``kill -9`` included.
 
 The env workers are the forkserver's children, and every one of them holds the forkserver's "alive" pipe open, so
 the forkserver does not notice that the trainer is gone while a worker lives, and a worker notices only when it
 next reads its pipe: one stuck in a long step would outlive the trainer for as long as the step lasts, and keep the
 forkserver with it. With this, the kernel sends the forkserver SIGTERM when the trainer dies, and each worker (which
-asks for the same when its parent, the forkserver, dies: :class:`~mission_gym.ppo.vec_env.EnvFactory`) follows.
+asks for the same when its parent, the forkserver, dies: :class:`~mission_gym.vec.factory.EnvFactory`) follows.
 
 Kept to the standard library and :mod:`mission_gym.hardware`: the forkserver loads nothing else for it.
 """

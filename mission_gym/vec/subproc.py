@@ -6,7 +6,7 @@ checks each recipe that way before any run directory exists: with one worker pro
 Hopper-v5`` started 128 processes of ~170 MB just to be checked. Until it starts, the env answers what SB3 asks of
 it while building wrappers and the model (spaces, ``render_mode``, which wrappers an env has) from one env built in
 the main process. Its forkserver and workers end with the trainer, whatever ends it
-(:mod:`mission_gym.ppo.forkserver_guard`).
+(:mod:`mission_gym.vec.forkserver_guard`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvO
 from mission_gym.hardware import THREAD_ENV_VARS
 
 #: imported by the forkserver when it starts, to end with this process (never here: importing it acts)
-FORKSERVER_GUARD = "mission_gym.ppo.forkserver_guard"
+FORKSERVER_GUARD = "mission_gym.vec.forkserver_guard"
 #: the variable that tells the forkserver this process's pid (``forkserver_guard.TRAINER_PID``)
 TRAINER_PID = "MISSION_GYM_TRAINER_PID"
 
@@ -34,7 +34,7 @@ TRAINER_PID = "MISSION_GYM_TRAINER_PID"
 def worker_thread_env() -> Iterator[None]:
     """Thread caps in the environment while workers start: the forkserver (started on first use) and the
     workers forked from it read them when numpy and torch load, before any of our code runs there. The
-    forkserver also finds this process's pid there (:mod:`mission_gym.ppo.forkserver_guard`)."""
+    forkserver also finds this process's pid there (:mod:`mission_gym.vec.forkserver_guard`)."""
     names = (*THREAD_ENV_VARS, TRAINER_PID)
     saved = {var: os.environ.get(var) for var in names}
     os.environ.update({var: "1" for var in THREAD_ENV_VARS})

@@ -1,5 +1,5 @@
 """The vectorised training environment: ``native`` (an env's own batched VecEnv: Mission Gym's ``MissionVecEnv``,
-or :class:`~mission_gym.ppo.mujoco_vec.MujocoVecEnv` for Hopper-v5, Walker2d-v5 and HalfCheetah-v5), ``subproc``
+or :class:`~mission_gym.vec.mujoco_vec.MujocoVecEnv` for Hopper-v5, Walker2d-v5 and HalfCheetah-v5), ``subproc``
 or ``dummy``, always under a ``VecMonitor``, and under a ``VecNormalize`` when the configuration asks for one.
 
 This module imports no SB3 or torch at the top: env worker processes import it to build their env.
@@ -49,19 +49,19 @@ def check_env_id(env_id: str) -> None:
         raise ConfigError(f"--env {env_id!r} is not a registered Gymnasium id{hint}; e.g. {ENV_ID}, Hopper-v5")
 
 
-#: the Gymnasium ids with a ``native`` VecEnv besides Mission Gym (:mod:`mission_gym.ppo.mujoco_vec`)
+#: the Gymnasium ids with a ``native`` VecEnv besides Mission Gym (:mod:`mission_gym.vec.mujoco_vec`)
 NATIVE_MUJOCO = ("Hopper-v5", "Walker2d-v5", "HalfCheetah-v5")
 
 
 def has_native(env_id: str, env_kwargs: dict[str, Any] | None = None) -> bool:
     """Whether ``env_id`` has a batched VecEnv of its own: Mission Gym, and the MuJoCo tasks
-    :class:`~mission_gym.ppo.mujoco_vec.MujocoVecEnv` steps (unless their arguments ask for something it does not do,
+    :class:`~mission_gym.vec.mujoco_vec.MujocoVecEnv` steps (unless their arguments ask for something it does not do,
     such as rendering)."""
     if env_id == ENV_ID:
         return True
     if env_id not in NATIVE_MUJOCO:
         return False
-    from mission_gym.ppo.mujoco_vec import supports
+    from mission_gym.vec.mujoco_vec import supports
 
     return supports(env_id, env_kwargs)
 
@@ -198,7 +198,7 @@ def make_vec_env(
         except TypeError as exc:
             raise ConfigError(f"--env-kwargs for {env_id}: {exc}") from None
     elif kind == "native":
-        from mission_gym.ppo.mujoco_vec import MujocoVecEnv
+        from mission_gym.vec.mujoco_vec import MujocoVecEnv
 
         probe_env(env_id, env_kwargs)
         try:
@@ -210,7 +210,7 @@ def make_vec_env(
     else:
         probe = probe_env(env_id, env_kwargs)
         if kind == "subproc":
-            from mission_gym.ppo.subproc import DeferredSubprocVecEnv
+            from mission_gym.vec.subproc import DeferredSubprocVecEnv
 
             fns: list[Callable[[], gym.Env]] = [EnvFactory(env_id, env_kwargs, in_worker=True) for _ in range(n_envs)]
             # the workers start at the first reset (training), not here: checking a configuration starts no process
