@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mission_gym.ppo.rundir import RunDir, vecnormalize_path
+from mission_gym.rundir.directory import RunDir, vecnormalize_path
 
 CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
 # CartPole that checkpoints every rollout (2 envs x 64 steps) and goes on until stopped
@@ -485,7 +485,7 @@ def test_the_subproc_env_starts_its_workers_at_the_first_reset_with_their_seeds(
 
 # --- the lock itself -------------------------------------------------------------------------------------------------
 def test_the_lock_refuses_a_second_holder_and_reports_a_dead_one(tmp_path, capsys):
-    from mission_gym.ppo.runlock import RunLock, RunLocked, lock_run
+    from mission_gym.rundir.lock import RunLock, RunLocked, lock_run
 
     first = lock_run(tmp_path, "train A")
     with pytest.raises(RunLocked, match=f"being written by pid {os.getpid()} on .* since .*\\(train A\\)"):
@@ -518,7 +518,7 @@ def test_sigkill_of_a_ray_driver_ends_its_jobs(tmp_path):
     worker = trainer.parent()
     kill9(proc)
     assert wait_gone([trainer.pid, worker.pid], timeout=30) == [], "the Ray job outlived its driver"
-    from mission_gym.ppo.runlock import RunLock
+    from mission_gym.rundir.lock import RunLock
 
     with RunLock(job.path, "test"):  # nothing writes the run any more
         pass

@@ -18,9 +18,9 @@ import torch
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.launch.auto import load_preset
 from mission_gym.launch.population import member_seeds, stages
-from mission_gym.ppo.callbacks import EvalRecord
 from mission_gym.ppo.config import apply_overrides
-from mission_gym.ppo.rundir import RunDir
+from mission_gym.rundir.directory import RunDir
+from mission_gym.rundir.evaluations import EvalRecord
 
 CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
 CARTPOLE = ["--preset", "quick", "--env", "CartPole-v1", "--vec-env", "dummy", "--n-envs", "2", "--n-steps", "64"]

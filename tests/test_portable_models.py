@@ -19,9 +19,9 @@ from mission_gym.launch.auto import load_preset
 from mission_gym.ppo.build import finalize_config, ppo_kwargs
 from mission_gym.ppo.config import apply_overrides
 from mission_gym.ppo.portable import foreign_references
-from mission_gym.ppo.rundir import RunDir
 from mission_gym.ppo.schedules import PhasedSchedule
 from mission_gym.ppo.trainer import Trainer
+from mission_gym.rundir.directory import RunDir
 
 PHASES = [{"start": 128, "learning_rate": 1e-4, "ent_coef": 0.01}]
 SB3_EVAL_TAGS = ("eval/mean_reward", "eval/mean_ep_length", "eval/success_rate")

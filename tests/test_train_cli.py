@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mission_gym.ppo.rundir import RunDir
+from mission_gym.rundir.directory import RunDir
 from mission_gym.scripts.train_ppo import main
 
 CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]

@@ -18,8 +18,8 @@ from mission_gym.ppo.agent import load_agent
 from mission_gym.ppo.batch import check_batch_size, choose_batch_size, divisors
 from mission_gym.ppo.config import Phase, TrainConfig, apply_overrides, split_hyperparams
 from mission_gym.ppo.presets import AutoPreset, preset_names, presets_dir
-from mission_gym.ppo.rundir import RunDir, vecnormalize_path
 from mission_gym.ppo.trainer import Trainer
+from mission_gym.rundir.directory import RunDir, vecnormalize_path
 from mission_gym.vec.factory import ENV_ID as MISSION_ENV_ID
 from mission_gym.vec.factory import make_vec_env
 

@@ -24,7 +24,7 @@ RUN_MARKERS: tuple[str, ...] = ("config.yaml", "metadata.json", "lineage.json", 
 FRAMES_DIR = "frames"
 POPULATION_FILE = "population.json"  # what makes a run directory a population run (launch/population.py writes it)
 MEMBERS_DIR = "members"
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # metadata.json's times (ppo.rundir.now)
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # metadata.json's times (rundir.files.now)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 from mission_gym.config.yaml_io import ConfigError, parse_yaml, read_yaml, validate
 from mission_gym.launch import auto
 from mission_gym.ppo.config import TrainConfig, apply_overrides, schedule_changes, shadowed_overrides, split_hyperparams
-from mission_gym.ppo.rundir import resolve_run_dir
+from mission_gym.rundir.directory import resolve_run_dir
 
 #: flag dest -> configuration field (when the flag is given)
 FLAG_FIELDS = (

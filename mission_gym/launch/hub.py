@@ -27,7 +27,8 @@ from mission_gym import ENV_ID
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml
 from mission_gym.optional import require
 from mission_gym.ppo.agent import model_file
-from mission_gym.ppo.rundir import check_run_name, read_json, vecnormalize_path
+from mission_gym.rundir.directory import check_run_name, vecnormalize_path
+from mission_gym.rundir.files import read_json
 
 ALGO = "ppo"
 #: configuration fields the zoo's config.yml names the same way (the rest of the run is in mission_gym.yaml)

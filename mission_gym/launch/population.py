@@ -43,25 +43,21 @@ from mission_gym.hardware import core_ids, parent_death_signal, resolve_device
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import LocalLauncher
 from mission_gym.launch.report import JobRecord
-from mission_gym.ppo.callbacks import EvalRecord, eval_record
+from mission_gym.ppo.callbacks import eval_record
 from mission_gym.ppo.config import Population, TrainConfig, apply_variant
-from mission_gym.ppo.rundir import (
+from mission_gym.ppo.trainer import EXIT_SIGNAL, Trainer
+from mission_gym.rundir.directory import (
     RunDir,
-    atomic_copy,
-    atomic_write_text,
     check_run_name,
     default_run_name,
     hardware_info,
-    now,
-    read_json,
-    remove_stale_temps,
     resolve_run_dir,
     vecnormalize_path,
-    write_json,
     write_new_run,
 )
-from mission_gym.ppo.runlock import LOCK_FILE, RunLock, lock_run
-from mission_gym.ppo.trainer import EXIT_SIGNAL, Trainer
+from mission_gym.rundir.evaluations import EvalRecord
+from mission_gym.rundir.files import atomic_copy, atomic_write_text, now, read_json, remove_stale_temps, write_json
+from mission_gym.rundir.lock import LOCK_FILE, RunLock, lock_run
 
 MEMBERS = "members"
 STATE = "population.json"

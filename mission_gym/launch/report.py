@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mission_gym.launch.jobs import Job
-from mission_gym.ppo.rundir import read_last_progress
+from mission_gym.rundir.directory import read_last_progress
 
 #: states a job can end in, and which count as success
 FINAL_STATES = ("done", "failed", "interrupted", "killed", "skipped", "cancelled")
@@ -101,7 +101,7 @@ class JobRecord:
 
 
 def _stamp(t: float | None) -> str | None:
-    """A POSIX time as metadata.json writes times (``ppo.rundir.now``), for the launch's page."""
+    """A POSIX time as metadata.json writes times (``rundir.files.now``), for the launch's page."""
     return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
 
 

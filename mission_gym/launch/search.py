@@ -23,9 +23,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
 from mission_gym.optional import require
-from mission_gym.ppo.callbacks import EvalRecord, StopTraining
+from mission_gym.ppo.callbacks import StopTraining
 from mission_gym.ppo.config import TrainConfig, apply_overrides, split_hyperparams
-from mission_gym.ppo.rundir import check_run_name
+from mission_gym.rundir.directory import check_run_name
+from mission_gym.rundir.evaluations import EvalRecord
 
 DEFAULT_SPACE = Path(__file__).with_name("search_space.yaml")
 SAMPLERS = ("tpe", "random", "cmaes")

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from mission_gym.config.yaml_io import read_yaml
-from mission_gym.ppo.rundir import RunDir, resolve_run_dir, vecnormalize_path
+from mission_gym.rundir.directory import RunDir, resolve_run_dir, vecnormalize_path
 
 MODEL_CHOICE = ("best_model.zip", "final_model.zip")  # a run's model, in order of preference
 # What a model loaded to act (not to train on) need not unpickle: its training schedules, which may be objects of

@@ -21,8 +21,9 @@ from mission_gym.ppo.batch import check_batch_size, choose_batch_size
 from mission_gym.ppo.config import ACTIVATIONS, TrainConfig, ppo_extra_args
 from mission_gym.ppo.entropy import lean_entropy
 from mission_gym.ppo.portable import restore_schedules
-from mission_gym.ppo.rundir import read_json, vecnormalize_path
 from mission_gym.ppo.schedules import learning_rate_schedule
+from mission_gym.rundir.directory import vecnormalize_path
+from mission_gym.rundir.files import read_json
 from mission_gym.vec.factory import make_vec_env, probe_spaces, resolve_kind
 
 # SB3 warns that an MLP policy on a GPU leaves it idle; the GPU presets run members side by side for that reason
@@ -213,7 +214,7 @@ def build_run(
 
 def checkpoint_step(path: Path) -> int:
     """The env step a checkpoint file was saved at (from its name, ``ckpt_<steps>_steps.zip``)."""
-    from mission_gym.ppo.rundir import CKPT_PATTERN
+    from mission_gym.rundir.directory import CKPT_PATTERN
 
     match = CKPT_PATTERN.match(path.name)
     if match is None:

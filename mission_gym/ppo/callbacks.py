@@ -7,13 +7,11 @@ has been trained on every step its file name counts, and their frequencies are i
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,20 +20,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from mission_gym import ENV_ID
 from mission_gym.ppo.portable import portable
-from mission_gym.ppo.rundir import RunDir, atomic_save_all, vecnormalize_path
+from mission_gym.rundir.directory import RunDir, vecnormalize_path
+from mission_gym.rundir.evaluations import EVALUATIONS, EvalRecord, append_record, best_score
+from mission_gym.rundir.files import atomic_save_all
 from mission_gym.vec.factory import find_vec_normalize
-
-EVAL_COLUMNS = (
-    "timesteps",
-    "win_rate",
-    "mean_return",
-    "std_return",
-    "mean_ep_length",
-    "n_episodes",
-    "win_ci_low",
-    "win_ci_high",
-    "eval_s",
-)
 
 
 def save_model(model: Any, path: Path) -> None:
@@ -234,29 +222,6 @@ class StepCheckpointCallback(BaseCallback):
         return True
 
 
-@dataclass
-class EvalRecord:
-    """One evaluation, as written to ``evaluations.csv``."""
-
-    timesteps: int
-    mean_return: float
-    std_return: float
-    mean_ep_length: float
-    n_episodes: int
-    win_rate: float | None = None
-    win_ci_low: float | None = None
-    win_ci_high: float | None = None
-    eval_s: float = 0.0
-    outcomes: dict[str, int] = field(default_factory=dict)
-
-    def row(self) -> dict[str, Any]:
-        return {k: ("" if getattr(self, k) is None else getattr(self, k)) for k in EVAL_COLUMNS}
-
-    def score(self) -> tuple[float, float]:
-        """What "best" means: win rate first (Mission Gym), then mean return."""
-        return (self.win_rate if self.win_rate is not None else -math.inf, self.mean_return)
-
-
 def eval_record(
     predict: Callable[[np.ndarray], np.ndarray], env_id: str, env_kwargs: dict[str, Any], n_episodes: int, timesteps: int
 ) -> EvalRecord:
@@ -283,17 +248,6 @@ def eval_record(
         eval_s=time.perf_counter() - t0,
         outcomes=dict(res.outcomes),
     )
-
-
-def read_eval_records(path: Path) -> list[dict[str, str]]:
-    """The rows of ``evaluations.csv``, without a last row that a kill cut short (no newline at its end)."""
-    if not path.is_file():
-        return []
-    with open(path, newline="") as f:
-        text = f.read()
-    if text and not text.endswith("\n"):
-        text = text[: text.rfind("\n") + 1]
-    return list(csv.DictReader(io.StringIO(text, newline="")))
 
 
 class StepEvalCallback(BaseCallback):
@@ -334,18 +288,12 @@ class StepEvalCallback(BaseCallback):
         self.next_eval = math.inf
         self.best: tuple[float, float] | None = None
         self.last: EvalRecord | None = None
-        self.csv_path = run / "evaluations.csv"
+        self.csv_path = run / EVALUATIONS
 
     def _init_callback(self) -> None:
         if self.eval_freq > 0:
             self.next_eval = (self.model.num_timesteps // self.eval_freq + 1) * self.eval_freq
-        for row in read_eval_records(self.csv_path):  # a resumed run keeps its best
-            try:
-                win = float(row["win_rate"]) if row.get("win_rate") else -math.inf
-                score = (win, float(row["mean_return"]))
-            except (KeyError, ValueError):
-                continue
-            self.best = score if self.best is None else max(self.best, score)
+        self.best = best_score(self.csv_path)  # a resumed run keeps its best
         if self.callback_after_eval is not None:
             self.callback_after_eval.init_callback(self.model)
 
@@ -359,12 +307,7 @@ class StepEvalCallback(BaseCallback):
         """Evaluate the current model, record it and update the best model."""
         t0 = time.perf_counter()
         rec = eval_record(self.predict, self.env_id, self.env_kwargs, self.n_episodes, self.model.num_timesteps)
-        new_file = not self.csv_path.is_file()
-        with open(self.csv_path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=EVAL_COLUMNS)
-            if new_file:
-                writer.writeheader()
-            writer.writerow(rec.row())
+        append_record(self.csv_path, rec)
         if rec.win_rate is not None:
             self.logger.record("eval/win_rate", rec.win_rate)
             self.logger.record("eval/success_rate", rec.win_rate)

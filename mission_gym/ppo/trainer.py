@@ -4,13 +4,12 @@ Everything that can be wrong with the input (preset, flags, env id, env argument
 checkpoint with other spaces) is checked by :func:`~mission_gym.ppo.build.build_run` before the run directory is
 made, so bad input never leaves a half-made run behind; so is the memory the run needs against what the machine
 has (:func:`~mission_gym.ppo.sizing.check_memory`). A session holds its run's lock
-(:mod:`~mission_gym.ppo.runlock`) from the moment it touches the run until it ends.
+(:mod:`~mission_gym.rundir.lock`) from the moment it touches the run until it ends.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import errno
 import os
 import signal
@@ -26,10 +25,8 @@ from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, valida
 from mission_gym.hardware import disarm_parent_death_signal
 from mission_gym.ppo.build import RunSetup, build_run, finalize_config, space_signature
 from mission_gym.ppo.callbacks import (
-    EVAL_COLUMNS,
     EntropyPhaseCallback,
     EpisodeMetricsCallback,
-    EvalRecord,
     RolloutThreadsCallback,
     StepCheckpointCallback,
     StepEvalCallback,
@@ -38,27 +35,24 @@ from mission_gym.ppo.callbacks import (
     StopTraining,
     TimingCallback,
     Timings,
-    read_eval_records,
     save_checkpoint,
     save_model,
 )
 from mission_gym.ppo.config import TrainConfig
-from mission_gym.ppo.recovery import newest_loadable_checkpoint
-from mission_gym.ppo.rundir import (
+from mission_gym.ppo.schedules import entropy_schedule
+from mission_gym.ppo.sizing import check_memory
+from mission_gym.rundir.directory import (
     RunDir,
-    atomic_open,
-    atomic_write_text,
     check_run_name,
     default_run_name,
     hardware_info,
-    now,
-    read_json,
     resolve_run_dir,
     write_new_run,
 )
-from mission_gym.ppo.runlock import RunLock, lock_run
-from mission_gym.ppo.schedules import entropy_schedule
-from mission_gym.ppo.sizing import check_memory
+from mission_gym.rundir.evaluations import EVALUATIONS, EvalRecord, drop_rows_after
+from mission_gym.rundir.files import atomic_write_text, now, read_json
+from mission_gym.rundir.lock import RunLock, lock_run
+from mission_gym.rundir.recovery import newest_loadable_checkpoint
 
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 # Flags a resumed run may change: they touch neither the learning maths nor the env.
@@ -288,7 +282,7 @@ class Trainer:
             vec_env)
         :param memory_check: refuse a session whose memory estimate does not fit the memory available
         :raises ConfigError: when the run, its configuration or a checkpoint that loads is missing, for other
-            overrides, or when another process writes the run (:class:`~mission_gym.ppo.runlock.RunLocked`)
+            overrides, or when another process writes the run (:class:`~mission_gym.rundir.lock.RunLocked`)
         """
         overrides = dict(overrides or {})
         bad = [k for k in overrides if k not in RESUME_OVERRIDES]
@@ -318,7 +312,7 @@ class Trainer:
             if command:
                 with open(run_dir / "command.txt", "a") as f:
                     f.write(command + "\n")
-            _drop_rows_after(run_dir / "evaluations.csv", step)
+            drop_rows_after(run_dir / EVALUATIONS, step)
             run_dir.update_metadata(target_timesteps=config.timesteps, hardware=hardware_info(setup.device, setup.threads))
         except BaseException:
             if setup is not None:
@@ -344,8 +338,8 @@ class Trainer:
 
     def _train(self, stop_at: int | None, callbacks: Sequence[Any], callback_after_eval: Any) -> TrainResult:
         """The session itself (:meth:`train` releases the lock after it, whatever happens)."""
-        from mission_gym.ppo.logger import make_logger
         from mission_gym.ppo.monitor import ResourceMonitorCallback
+        from mission_gym.rundir.logger import make_logger
 
         t_start = time.perf_counter()
         config, model, run = self.config, self.model, self.run
@@ -546,18 +540,6 @@ def _stop_on_signals() -> Iterator[list[int]]:
             signal.signal(s, handler)
 
 
-def _drop_rows_after(path: Path, step: int) -> None:
-    """Rows a killed process wrote after the checkpoint a run resumes from are dropped, so its curves continue; so
-    is a last row a kill cut short. The file is replaced atomically."""
-    if not path.is_file():
-        return
-    rows = [r for r in read_eval_records(path) if _int(r.get("timesteps")) <= step]
-    with atomic_open(path, "w") as f:
-        writer = csv.DictWriter(f, fieldnames=EVAL_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def _disk_full(exc: OSError) -> bool:
     return exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
@@ -573,13 +555,6 @@ def _device(config: TrainConfig) -> str:
         return resolve_device(config.device)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(float(value))
-    except (TypeError, ValueError):
-        return 0
 
 
 def _crash_message(exc: BaseException, model: Any, config: TrainConfig, device: str) -> str:

@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     from mission_gym.launch.search import Search, load_space
     from mission_gym.optional import require
     from mission_gym.ppo.config import apply_overrides
-    from mission_gym.ppo.rundir import default_run_name
     from mission_gym.ppo.trainer import Trainer
+    from mission_gym.rundir.directory import default_run_name
 
     try:
         given = [f for f in NOT_FOR_SEARCH if getattr(args, f) is not None]

@@ -1,4 +1,5 @@
-"""The run directory: where a run's configuration, checkpoints, models, logs and lineage live.
+"""The run directory: where a run's configuration, checkpoints, models, logs and lineage live, and what a new run
+writes first.
 
 ```
 runs/<name>/
@@ -6,157 +7,32 @@ runs/<name>/
   checkpoints/ckpt_<steps>_steps.zip + ckpt_vecnormalize_<steps>_steps.pkl   (newest K kept)
   best_model.zip (+ best_vecnormalize.pkl)   final_model.zip (+ final_vecnormalize.pkl)
   tb/   progress.csv   evaluations.csv   dashboard.html
-  .lock   (who writes the run now: :mod:`mission_gym.ppo.runlock`)
+  .lock   (who writes the run now: :mod:`mission_gym.rundir.lock`)
 ```
-Every file is written to a temporary name and renamed, so a killed run never leaves a half-written one (the CSV
-logs are appended line by line; a resume drops a line cut short).
+Every file is written to a temporary name and renamed (:mod:`mission_gym.rundir.files`), so a killed run never
+leaves a half-written one (the CSV logs are appended line by line; a resume drops a line cut short).
 """
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import hashlib
 import io
 import json
-import os
 import platform
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml
+from mission_gym.rundir.files import atomic_write_text, now, read_json, write_json
 
 CHECKPOINTS = "checkpoints"
 CKPT_PATTERN = re.compile(r"^ckpt_(\d+)_steps\.zip$")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-
-
-TEMP_PATTERN = re.compile(r"^\..+\.tmp(\d+)$")
-
-
-def temp_path(path: Path) -> Path:
-    """Where a file is written before it is renamed over ``path``: a hidden name no reader looks for, with the
-    writer's pid (so a leftover of a killed writer can be told from one being written)."""
-    return path.with_name(f".{path.name}.tmp{os.getpid()}")
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename in ``path`` durable (a power cut after it then keeps the new file, not an empty name)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # the file is in place already; some filesystems cannot sync a directory
-    finally:
-        os.close(fd)
-
-
-def _flush_to_disk(f: IO[Any], path: Path) -> None:
-    """Flush a file being written for ``path`` to the disk; errors name ``path`` (a full disk often shows here)."""
-    try:
-        f.flush()
-        os.fsync(f.fileno())
-    except OSError as exc:
-        if exc.filename is None:
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
-        raise
-
-
-def atomic_save_all(files: Sequence[tuple[str | Path, Callable[[IO[Any]], None]]], mode: str = "wb") -> None:
-    """Write several files atomically: each is written to a temporary name and flushed to disk, and only when all
-    are there are they renamed over their paths (in order), so an error (a full disk) or a kill leaves every path
-    as it was before. Nothing of a failed attempt is left behind.
-
-    :param files: ``(path, write(file_object))`` pairs
-    :param mode: ``wb`` (binary) or ``w`` (text)
-    :raises OSError: the first error, naming the file it happened on
-    """
-    staged: list[tuple[Path, Path]] = []
-    try:
-        for target, write in files:
-            path = Path(target)
-            staged.append((temp_path(path), path))
-            with open(staged[-1][0], mode) as f:
-                write(f)
-                _flush_to_disk(f, path)
-        for tmp, path in staged:
-            os.replace(tmp, path)
-        for parent in dict.fromkeys(path.parent for _, path in staged):
-            _fsync_dir(parent)
-    finally:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
-    """Open a temporary file next to ``path``; on success it is flushed to disk and renamed over ``path`` (on an
-    error nothing changes and the temporary file is deleted)."""
-    path = Path(path)
-    tmp = temp_path(path)
-    try:
-        with open(tmp, mode) as f:
-            yield f
-            _flush_to_disk(f, path)
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write a text file atomically."""
-    with atomic_open(path, "w") as f:
-        f.write(text)
-
-
-def atomic_save(path: str | Path, save: Callable[[IO[bytes]], None]) -> None:
-    """Atomically write a binary file with ``save(file_object)`` (e.g. ``model.save``)."""
-    atomic_save_all([(path, save)])
-
-
-def atomic_copy(src: str | Path, dst: str | Path) -> None:
-    """Copy a file atomically (its modification time too): ``dst`` is the old file or the whole new one."""
-    import shutil
-
-    with open(src, "rb") as source:
-        atomic_save_all([(dst, lambda f: shutil.copyfileobj(source, f))])
-    shutil.copystat(src, dst)
-
-
-def remove_stale_temps(directory: Path) -> list[Path]:
-    """Delete the temporary files (:func:`temp_path`) that writers killed mid-write left in ``directory``; files of
-    a writer still alive are left alone. Returns the paths deleted."""
-    import psutil
-
-    removed: list[Path] = []
-    if not directory.is_dir():
-        return removed
-    for p in directory.iterdir():
-        match = TEMP_PATTERN.match(p.name)
-        if match and not psutil.pid_exists(int(match.group(1))):
-            p.unlink(missing_ok=True)
-            removed.append(p)
-    return removed
-
-
-def write_json(path: str | Path, data: dict[str, Any]) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
-
-
-def read_json(path: str | Path) -> dict[str, Any]:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -388,8 +264,3 @@ def hardware_info(device: str, threads: int) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(torch.device(device))
         info.update(gpu=props.name, gpu_mem_gb=round(props.total_memory / 2**30, 1))
     return info
-
-
-def now() -> str:
-    """The local time, as ``metadata.json`` records it."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -31,7 +31,7 @@ from stable_baselines3.common.logger import (
     filter_excluded_keys,
 )
 
-from mission_gym.ppo.rundir import atomic_write_text
+from mission_gym.rundir.files import atomic_write_text
 
 STEP_COLUMN = "time/total_timesteps"
 #: what is logged after an update (SB3's train/*, the trainer's timing of it, the evaluation that follows it): it

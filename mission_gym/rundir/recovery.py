@@ -2,7 +2,7 @@
 really loads (a damaged one is reported, set aside and the one before it used), and the temporary files of writers
 killed mid-write.
 
-Checkpoints are written atomically (:func:`~mission_gym.ppo.rundir.atomic_save_all`), so a kill or a full disk
+Checkpoints are written atomically (:func:`~mission_gym.rundir.files.atomic_save_all`), so a kill or a full disk
 never leaves a half-written one under a checkpoint's name; a damaged file comes from outside (a disk error, a copy
 cut short, a hand edit), and one run is not worth losing for it.
 """
@@ -14,7 +14,8 @@ import pickle
 from pathlib import Path
 
 from mission_gym.config.yaml_io import ConfigError
-from mission_gym.ppo.rundir import RunDir, remove_stale_temps, vecnormalize_path
+from mission_gym.rundir.directory import RunDir, vecnormalize_path
+from mission_gym.rundir.files import remove_stale_temps
 
 #: the suffix a checkpoint that does not load is renamed with (kept for a look, never loaded again)
 SET_ASIDE = ".damaged"
