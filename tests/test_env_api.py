@@ -323,12 +323,13 @@ def test_set_config_refuses_what_changes_the_arrays():
 
 LEARNER_THREADS_AFTER_A_NATIVE_ENV = """
 import os, numpy as np, torch
-from mission_gym.launch.auto import load_preset
-from mission_gym.ppo.build import build_run, finalize_config
-from mission_gym.ppo.config import apply_overrides
+from mission_gym.settings.presets import load_preset
+from mission_gym.ppo.build import build_run
+from mission_gym.settings.resolve import resolve
+from mission_gym.settings.overrides import apply_overrides
 
 config = apply_overrides(load_preset("quick"), {"n_envs": 8, "num_threads": 1, "vec_env": "native", "device": "cpu"})
-setup = build_run(finalize_config(config))
+setup = build_run(resolve(config))
 setup.venv.reset()
 setup.venv.step(np.zeros((8,) + setup.venv.action_space.shape, dtype=np.int64))
 print(len(os.sched_getaffinity(0)), setup.threads, torch.get_num_threads())

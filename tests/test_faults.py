@@ -421,8 +421,8 @@ def test_memory_refusal_names_the_estimate_what_is_available_and_the_largest_n_e
     from dataclasses import replace
 
     from mission_gym.hardware import GB
-    from mission_gym.ppo.memory import RunShape, estimate_memory
-    from mission_gym.ppo.sizing import memory_refusal
+    from mission_gym.settings.memory import RunShape, estimate_memory
+    from mission_gym.settings.sizing import memory_refusal
 
     shape = RunShape(n_envs=100_000, n_steps=256, batch_size=4096, net_arch=(64, 64), vec_env="dummy")
     assert memory_refusal(shape, 1e15) is None
@@ -438,7 +438,7 @@ def test_memory_refusal_names_the_estimate_what_is_available_and_the_largest_n_e
 
 
 def test_no_memory_check_skips_the_admission(tmp_path, monkeypatch, capsys):
-    import mission_gym.ppo.sizing as sizing
+    import mission_gym.settings.sizing as sizing
     from mission_gym.scripts.train_ppo import main
 
     monkeypatch.chdir(tmp_path)
@@ -452,13 +452,14 @@ def test_no_memory_check_skips_the_admission(tmp_path, monkeypatch, capsys):
 
 # --- checking a configuration starts no process ----------------------------------------------------------------------
 def test_checking_a_subproc_configuration_starts_no_process():
-    from mission_gym.launch.auto import load_preset
-    from mission_gym.ppo.build import build_run, finalize_config
-    from mission_gym.ppo.config import apply_overrides
+    from mission_gym.ppo.build import build_run
+    from mission_gym.settings.overrides import apply_overrides
+    from mission_gym.settings.presets import load_preset
+    from mission_gym.settings.resolve import resolve
 
     config = apply_overrides(load_preset("quick"), {"env": "CartPole-v1", "vec_env": "subproc", "n_envs": 16})
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    setup = build_run(finalize_config(config))
+    setup = build_run(resolve(config))
     try:
         started = [p.pid for p in psutil.Process().children(recursive=True) if p.pid not in before]
         assert started == [] and setup.model.n_envs == 16 and setup.venv.num_envs == 16

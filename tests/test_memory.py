@@ -14,14 +14,14 @@ from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from mission_gym.hardware import GpuInfo, Hardware
-from mission_gym.launch import auto, population
-from mission_gym.launch.auto import choose_auto_preset
+from mission_gym.launch import population
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.resources import estimate_job_memory
-from mission_gym.ppo import memory as mem
-from mission_gym.ppo import sizing
-from mission_gym.ppo.config import apply_overrides
-from mission_gym.ppo.presets import is_selector, load_preset, load_presets
+from mission_gym.settings import memory as mem
+from mission_gym.settings import notes, sizing
+from mission_gym.settings import presets as auto
+from mission_gym.settings.overrides import apply_overrides
+from mission_gym.settings.presets import choose_preset, is_selector, load_preset, load_presets
 
 PRESETS = Path(__file__).parent / "data" / "memory_presets"
 MISSION_OBS = spaces.Box(-np.inf, np.inf, (100,), np.float32)
@@ -192,24 +192,25 @@ def test_presets_estimates_are_ordered() -> None:
         (8.0, 16, 1.0, "cpu"),  # nor the host RAM (each needs ~1.7 GiB with the CUDA libraries)
     ],
 )
-def test_choose_auto_preset(gpu_gb: float | None, cores: int, ram_gb: float, expected: str) -> None:
-    assert choose_auto_preset(gpu_gb, cores, ram_gb, PRESETS) == expected
+def test_choose_preset(gpu_gb: float | None, cores: int, ram_gb: float, expected: str) -> None:
+    assert choose_preset(gpu_gb, cores, ram_gb, PRESETS) == expected
 
 
 def test_oom_message_has_breakdown_and_the_preset_that_fits() -> None:
     presets = load_presets(PRESETS)
     shape = sizing.shape_from_config(presets["beast"], device="cuda")
-    text = sizing.oom_message(shape, gpu_mem_gb=1.1, ram_gb=64.0, presets=presets)
+    text = notes.oom_message(shape, gpu_mem_gb=1.1, ram_gb=64.0, cores=16, directory=PRESETS)
     assert text.startswith("CUDA out of memory (card: 1.1 GiB)")
     assert "activations" in text and "CUDA context" in text
-    assert "Largest preset that fits this card: --preset fast." in text
-    assert "No preset fits" in sizing.oom_message(shape, gpu_mem_gb=0.1, ram_gb=64.0, presets=presets)
+    assert "The preset that fits this machine (what --preset auto picks): --preset fast." in text
+    assert choose_preset(1.1, 16, 64.0, PRESETS) == "fast"  # the advice is --preset auto's rule
+    assert "No GPU preset fits" in notes.oom_message(shape, gpu_mem_gb=0.1, ram_gb=64.0, cores=16, directory=PRESETS)
 
 
 def test_shipped_presets_load() -> None:
     presets = load_presets()
     assert {"quick", "cpu", "fast", "heavy", "beast"} <= set(presets) and "auto" not in presets
-    assert choose_auto_preset(None, 4, 16.0) == "cpu"
+    assert choose_preset(None, 4, 16.0) == "cpu"
 
 
 def test_launcher_estimates_a_job_from_train_ppos_own_reading(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -299,18 +300,18 @@ def test_cli_measure_tiny_run(tmp_path: Path) -> None:
     ],
 )
 def test_auto_sizes_the_members_to_the_cores_the_card_and_the_ram(gpu_gb, cores, ram_gb, expected) -> None:
-    assert choose_auto_preset(gpu_gb, cores, ram_gb) == expected
+    assert choose_preset(gpu_gb, cores, ram_gb) == expected
 
 
 def test_a_gpu_preset_without_cuda_says_it_trains_on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(None, None, 2, 16.0))
-    (line,) = auto.device_notes(load_preset("heavy"))
+    monkeypatch.setattr(notes, "detect_hardware", lambda: Hardware(None, None, 2, 16.0))
+    (line,) = notes.device_notes(load_preset("heavy"))
     assert "no CUDA device here" in line and "16 members on the CPU, 2 at a time" in line and "--preset cpu" in line
-    assert auto.device_notes(load_preset("cpu")) == []
+    assert notes.device_notes(load_preset("cpu")) == []
     # a member (no population of its own), pinned to one core: no member or core count that reads "1 members"
     member = population.member_config(load_preset("heavy"), seed=7)
-    assert auto.device_notes(member) == [
+    assert notes.device_notes(member) == [
         "no CUDA device here: the GPU preset 'heavy' trains on the CPU (slower; --preset cpu is this machine's)"
     ]
-    monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(80.0, "fake", 16, 128.0))
-    assert auto.device_notes(load_preset("heavy")) == []
+    monkeypatch.setattr(notes, "detect_hardware", lambda: Hardware(80.0, "fake", 16, 128.0))
+    assert notes.device_notes(load_preset("heavy")) == []

@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from mission_gym.config.yaml_io import ConfigError
-from mission_gym.launch.auto import load_preset
 from mission_gym.launch.population import member_seeds, stages
-from mission_gym.ppo.config import apply_overrides
 from mission_gym.rundir.directory import RunDir
 from mission_gym.rundir.evaluations import EvalRecord
+from mission_gym.settings.overrides import apply_overrides
+from mission_gym.settings.presets import load_preset
 
 CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
 CARTPOLE = ["--preset", "quick", "--env", "CartPole-v1", "--vec-env", "dummy", "--n-envs", "2", "--n-steps", "64"]

@@ -15,13 +15,14 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.utils import ConstantSchedule
 
-from mission_gym.launch.auto import load_preset
-from mission_gym.ppo.build import finalize_config, ppo_kwargs
-from mission_gym.ppo.config import apply_overrides
+from mission_gym.ppo.build import ppo_kwargs
 from mission_gym.ppo.portable import foreign_references
 from mission_gym.ppo.schedules import PhasedSchedule
 from mission_gym.ppo.trainer import Trainer
 from mission_gym.rundir.directory import RunDir
+from mission_gym.settings.overrides import apply_overrides
+from mission_gym.settings.presets import load_preset
+from mission_gym.settings.resolve import resolve
 
 PHASES = [{"start": 128, "learning_rate": 1e-4, "ent_coef": 0.01}]
 SB3_EVAL_TAGS = ("eval/mean_reward", "eval/mean_ep_length", "eval/success_rate")
@@ -45,7 +46,7 @@ def test_saved_models_hold_no_mission_gym_object_and_resume_rebuilds_the_phases(
     ckpt = RunDir(run).latest_checkpoint()[1]
     assert foreign_references(ckpt) == []
     # what SB3 would have written without the swap: the phased schedule, a mission_gym pickle
-    policy, kwargs = ppo_kwargs(finalize_config(trainer.config))
+    policy, kwargs = ppo_kwargs(resolve(trainer.config).config)
     raw = PPO(policy, make_vec_env("CartPole-v1", n_envs=2), **kwargs)
     raw.save(tmp_path / "raw.zip")
     assert "learning_rate" in foreign_references(tmp_path / "raw.zip")

@@ -13,13 +13,13 @@ import pytest
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
 from mission_gym.config import ConfigError, read_yaml
-from mission_gym.launch.auto import load_preset
 from mission_gym.ppo.agent import load_agent
-from mission_gym.ppo.batch import check_batch_size, choose_batch_size, divisors
-from mission_gym.ppo.config import Phase, TrainConfig, apply_overrides, split_hyperparams
-from mission_gym.ppo.presets import AutoPreset, preset_names, presets_dir
 from mission_gym.ppo.trainer import Trainer
 from mission_gym.rundir.directory import RunDir, vecnormalize_path
+from mission_gym.settings.batch import check_batch_size, choose_batch_size, divisors
+from mission_gym.settings.overrides import apply_overrides, split_hyperparams
+from mission_gym.settings.presets import AutoPreset, load_preset, preset_names, presets_dir
+from mission_gym.settings.schema import Phase, TrainConfig
 from mission_gym.vec.factory import ENV_ID as MISSION_ENV_ID
 from mission_gym.vec.factory import make_vec_env
 
@@ -92,7 +92,7 @@ def test_a_preset_may_start_from_another(tmp_path):
 
 def test_auto_resolves_by_hardware(monkeypatch):
     from mission_gym.hardware import Hardware
-    from mission_gym.launch import auto
+    from mission_gym.settings import presets as auto
 
     rules = AutoPreset.model_validate(read_yaml(presets_dir() / "auto.yaml"))
     monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(None, None, 2, 16.0))
@@ -377,7 +377,7 @@ def test_phases_validate():
 
 
 def test_schedule_positions_are_env_steps():
-    from mission_gym.ppo.config import schedule_changes
+    from mission_gym.settings.notes import schedule_changes
 
     mode = "engagement.defenders.mode_probs"
     config = tiny(
@@ -415,7 +415,8 @@ def test_schedule_positions_are_env_steps():
 
 
 def test_population_variants_are_typed_and_merge_into_the_run():
-    from mission_gym.ppo.config import Variant, apply_variant
+    from mission_gym.settings.schema import Variant
+    from mission_gym.settings.variants import apply_variant
 
     cpu = load_preset("cpu")
     chasers = cpu.population.variants[2]
@@ -464,7 +465,7 @@ def test_overrides_set_fields_paths_and_list_items():
 def test_curriculum_ramps_to_the_real_game():
     from mission_gym.config import load_config
     from mission_gym.extras.curriculum import Curriculum
-    from mission_gym.ppo.config import CurriculumStep
+    from mission_gym.settings.schema import CurriculumStep
 
     step = CurriculumStep(setting="engagement.capture.time_to_capture", value=5.0, until=50)
     cur = Curriculum(load_config(), [step], 100)
@@ -510,7 +511,7 @@ def test_curriculum_ramps_to_the_real_game():
 def test_a_curriculum_step_may_start_later_and_a_setting_may_have_several():
     from mission_gym.config import load_config
     from mission_gym.extras.curriculum import Curriculum
-    from mission_gym.ppo.config import CurriculumStep
+    from mission_gym.settings.schema import CurriculumStep
 
     modes = "engagement.defenders.mode_probs."
     early = [  # chasers only at first, the game's own 0.5 / 0.3 / 0.2 by 40%

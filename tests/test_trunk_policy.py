@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 
 from mission_gym.envs import MissionVecEnv
-from mission_gym.launch.auto import load_preset
 from mission_gym.ppo.agent import load_agent
-from mission_gym.ppo.config import apply_overrides
 from mission_gym.ppo.trainer import Trainer
+from mission_gym.settings.overrides import apply_overrides
+from mission_gym.settings.presets import load_preset
 from mission_gym.sim import layout as L
 
 SHORT_MISSION = {"world": {"physics": {"episode_seconds": 2.5}}}

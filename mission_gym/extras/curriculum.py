@@ -1,7 +1,7 @@
 """A curriculum over game settings: the training envs play another game for part of the run (an easier one at the
 start, or more of what the agent still loses later) and reach the real one.
 
-``curriculum:`` in a preset (see :class:`~mission_gym.ppo.config.CurriculumStep`) lists settings such as
+``curriculum:`` in a preset (see :class:`~mission_gym.settings.schema.CurriculumStep`) lists settings such as
 ``engagement.capture.time_to_capture`` with a value at the step's start (env step 0 unless ``start`` says) and the
 env step by which the game's own value is reached. :class:`CurriculumCallback` sets them on
 Mission Gym's batched training env before each rollout (games in progress play on under the new value); the
@@ -20,7 +20,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from mission_gym.config import ConfigError, MissionConfig, get_setting, with_settings
 from mission_gym.ppo.callbacks import run_progress
-from mission_gym.ppo.config import TrainConfig
+from mission_gym.settings.schema import TrainConfig
 
 
 class Curriculum:

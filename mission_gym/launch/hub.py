@@ -63,7 +63,7 @@ def _block_yaml(data: Any) -> str:
 
 
 def _activation(name: str) -> str:
-    from mission_gym.ppo.config import ACTIVATIONS
+    from mission_gym.settings.schema import ACTIVATIONS
 
     return ACTIVATIONS.get(name, "Tanh")
 

@@ -39,12 +39,11 @@ import numpy as np
 from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
-from mission_gym.hardware import core_ids, parent_death_signal, resolve_device
+from mission_gym.hardware import core_ids, parent_death_signal
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import LocalLauncher
 from mission_gym.launch.report import JobRecord
 from mission_gym.ppo.callbacks import eval_record
-from mission_gym.ppo.config import Population, TrainConfig, apply_variant
 from mission_gym.ppo.trainer import EXIT_SIGNAL, Trainer
 from mission_gym.rundir.directory import (
     RunDir,
@@ -58,6 +57,8 @@ from mission_gym.rundir.directory import (
 from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.rundir.files import atomic_copy, atomic_write_text, now, read_json, remove_stale_temps, write_json
 from mission_gym.rundir.lock import LOCK_FILE, RunLock, lock_run
+from mission_gym.settings.schema import Population, TrainConfig
+from mission_gym.settings.variants import apply_variant
 
 MEMBERS = "members"
 STATE = "population.json"
@@ -178,7 +179,7 @@ class PopulationRun:
                 raise ConfigError(str(exc)) from None
         memory_check = options.get("memory_check", True)
         checked = Trainer.check(member_config(config, config.seed), memory_check=memory_check)
-        config = config.model_copy(update={"batch_size": checked.batch_size, "vec_env": checked.vec_env})
+        config = config.model_copy(update={"batch_size": checked.config.batch_size, "vec_env": checked.config.vec_env})
         seeds = member_seeds(config.seed, config.population.size)
         variants = config.population.variants
         recipes = [_check_variant(config, v, i, memory_check) for i, v in enumerate(variants)] if variants else [config]
@@ -186,7 +187,7 @@ class PopulationRun:
 
         run.create()
         options["lock"] = lock_run(run.path, command)
-        device = resolve_device(config.device)
+        device = checked.device
         population = {"size": config.population.size, "seeds": seeds}
         write_new_run(
             run, config, command, notes, lineage={}, metadata={"hardware": hardware_info(device, 0), "population": population}
@@ -609,7 +610,7 @@ def _check_variant(config: TrainConfig, variant: Any, index: int, memory_check: 
     except ConfigError as exc:
         msg = str(exc)
         raise ConfigError(msg if msg.startswith("population.variants") else f"population.variants[{index}]: {msg}") from None
-    return recipe.model_copy(update={"batch_size": checked.batch_size, "vec_env": checked.vec_env})
+    return recipe.model_copy(update={"batch_size": checked.config.batch_size, "vec_env": checked.config.vec_env})
 
 
 def _describe(rec: EvalRecord) -> str:

@@ -24,9 +24,10 @@ from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
 from mission_gym.optional import require
 from mission_gym.ppo.callbacks import StopTraining
-from mission_gym.ppo.config import TrainConfig, apply_overrides, split_hyperparams
 from mission_gym.rundir.directory import check_run_name
 from mission_gym.rundir.evaluations import EvalRecord
+from mission_gym.settings.overrides import apply_overrides, split_hyperparams
+from mission_gym.settings.schema import TrainConfig
 
 DEFAULT_SPACE = Path(__file__).with_name("search_space.yaml")
 SAMPLERS = ("tpe", "random", "cmaes")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mission_gym.optional import require
-from mission_gym.ppo.config import TrainConfig
+from mission_gym.settings.schema import TrainConfig
 
 
 @contextlib.contextmanager

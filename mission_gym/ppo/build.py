@@ -13,38 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from mission_gym import ENV_ID
-from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError
-from mission_gym.hardware import available_cores, enable_tf32, learner_threads, resolve_device
+from mission_gym.hardware import available_cores, enable_tf32, learner_threads
 from mission_gym.ppo import parts
-from mission_gym.ppo.batch import check_batch_size, choose_batch_size
-from mission_gym.ppo.config import ACTIVATIONS, TrainConfig, ppo_extra_args
 from mission_gym.ppo.entropy import lean_entropy
 from mission_gym.ppo.portable import restore_schedules
 from mission_gym.ppo.schedules import learning_rate_schedule
 from mission_gym.rundir.directory import vecnormalize_path
 from mission_gym.rundir.files import read_json
-from mission_gym.vec.factory import make_vec_env, probe_spaces, resolve_kind
+from mission_gym.settings.resolve import Resolved
+from mission_gym.settings.schema import ACTIVATIONS, TrainConfig
+from mission_gym.vec.factory import make_vec_env, probe_spaces
 
 # SB3 warns that an MLP policy on a GPU leaves it idle; the GPU presets run members side by side for that reason
 # (docs/gpu-guide.md), so the warning says nothing a user of them can act on
 warnings.filterwarnings("ignore", message="You are trying to run .* on the GPU", category=UserWarning)
-
-
-def finalize_config(config: TrainConfig) -> TrainConfig:
-    """Resolve ``batch_size: auto`` and check what needs more than one field.
-
-    :raises ConfigError: for a batch size that does not divide the rollout, or unknown PPO extras
-    """
-    if config.batch_size == "auto":
-        batch = choose_batch_size(config.rollout, config.target_batch, config.min_batch)
-    else:
-        batch = check_batch_size(int(config.batch_size), config.rollout, config.n_envs, config.n_steps)
-    valid = ppo_extra_args()
-    for key in config.hyperparams:
-        if key not in valid:
-            raise ConfigError(f"hyperparams: unknown PPO argument {key!r}{suggest(key, valid)}; valid: {', '.join(valid)}")
-    return config.model_copy(update={"batch_size": batch})
 
 
 def ppo_kwargs(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
@@ -78,38 +61,30 @@ def ppo_kwargs(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
     )
 
 
-def setup_machine(config: TrainConfig, env_workers: int) -> tuple[str, int]:
-    """Resolve the device (TF32 on CUDA) and set the learner's torch threads; ``(device, threads)``.
-
-    :raises ConfigError: for a device this machine does not have
-    """
+def setup_machine(device: str, num_threads: int | None, env_workers: int) -> int:
+    """Set up torch for a run on ``device`` (TF32 on CUDA) and set the learner's torch threads; returns them."""
     import torch
 
-    try:
-        device = resolve_device(config.device)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
     if device.startswith("cuda"):
         enable_tf32()
-    threads = learner_threads(env_workers, config.num_threads)
+    threads = learner_threads(env_workers, num_threads)
     torch.set_num_threads(threads)
     # torch.distributions' argument checks are a debugging aid; in a rollout they cost ~10% of the time
     torch.distributions.Distribution.set_default_validate_args(False)
-    return device, threads
+    return threads
 
 
-def make_training_env(config: TrainConfig, kind: str, seed: int, stats: Path | None = None) -> Any:
-    """The training env of a configuration (the one place it is built). The ``native`` env steps its games on every
-    core this process may use: while it steps, the learner waits (and a population member has its own cores).
+def make_training_env(config: TrainConfig, seed: int, stats: Path | None = None) -> Any:
+    """The training env of a resolved configuration (the one place it is built). The ``native`` env steps its games
+    on every core this process may use: while it steps, the learner waits (and a population member has its own cores).
 
-    :param kind: the resolved vec-env kind
     :param seed: env ``i`` is seeded with ``seed + i``
     :param stats: VecNormalize statistics to continue from
     """
     return make_vec_env(
         config.env,
         config.n_envs,
-        kind,
+        config.vec_env,
         seed=seed,
         env_kwargs=config.env_kwargs,
         normalize=config.normalize,
@@ -124,7 +99,7 @@ def make_training_env(config: TrainConfig, kind: str, seed: int, stats: Path | N
 class RunSetup:
     """A run ready to train.
 
-    :param config: the finalised configuration, its vec-env kind resolved
+    :param config: the resolved configuration (its batch size and vec-env kind fixed)
     :param venv: the training env
     :param model: the PPO model, the env attached
     :param device: the resolved torch device
@@ -147,16 +122,16 @@ class RunSetup:
 
 
 def build_run(
-    config: TrainConfig,
+    run: Resolved,
     *,
     checkpoint: Path | None = None,
     parent_checkpoint: str | Path | None = None,
     runs_dir: str | Path = "runs",
     algorithm: Any = None,
 ) -> RunSetup:
-    """Build the env and model of a finalised configuration: a new run, a run resumed from ``checkpoint`` (its step
-    count, statistics and schedules continue; this session's games are seeded ``seed + step``), or a branch whose
-    weights come from ``parent_checkpoint``.
+    """Build the env and model of a resolved configuration (:func:`~mission_gym.settings.resolve.resolve`): a new
+    run, a run resumed from ``checkpoint`` (its step count, statistics and schedules continue; this session's games
+    are seeded ``seed + step``), or a branch whose weights come from ``parent_checkpoint``.
 
     :param algorithm: the PPO class (default :class:`~mission_gym.ppo.lean.LeanPPO`, SB3's PPO with less overhead,
         which saves and loads as SB3's; the benchmark passes SB3's own to compare)
@@ -166,27 +141,27 @@ def build_run(
 
     PPO = algorithm or LeanPPO
 
-    kind = resolve_kind(config.vec_env, config.env, config.n_envs, available_cores(), config.env_kwargs)
+    config, device = run.config, run.device
+    kind = config.vec_env
     parent = parent_stats = parent_info = None
     if parent_checkpoint is not None:
         parent, parent_stats, parent_info = _load_parent(parent_checkpoint, runs_dir)
         if parent_stats is not None and not config.normalize:
             config = config.model_copy(update={"normalize": True})  # the weights expect normalised inputs
-    if (kind != "native" or config.env != ENV_ID) and checkpoint is None:  # MissionVecEnv checks its own spaces
-        obs_space, act_space = probe_spaces(config.env, config.env_kwargs)
-        if parent is not None:
-            compare_spaces(parent, obs_space, act_space)
+    if parent is not None and checkpoint is None and (kind != "native" or config.env != ENV_ID):
+        # before the env is built: its statistics would meet the parent's first (MissionVecEnv checks its own)
+        compare_spaces(parent, *probe_spaces(config.env, config.env_kwargs))
     step = 0
     if checkpoint is not None:
         step = checkpoint_step(checkpoint)
         stats = vecnormalize_path(checkpoint)
-        venv = make_training_env(config, kind, config.seed + step, stats if stats.is_file() else None)
+        venv = make_training_env(config, config.seed + step, stats if stats.is_file() else None)
     else:
-        venv = make_training_env(config, kind, config.seed, parent_stats)
+        venv = make_training_env(config, config.seed, parent_stats)
     try:
         # after the env: a native env on several cores launches numba's OpenMP pool, which sets the OpenMP thread
         # count torch reads as its own (MissionCore)
-        device, threads = setup_machine(config, config.n_envs if kind == "subproc" else 0)
+        threads = setup_machine(device, config.num_threads, config.n_envs if kind == "subproc" else 0)
         callbacks = parts.session_callbacks(config, venv, step)
         if checkpoint is not None:
             model = PPO.load(checkpoint, env=venv, device=device)
@@ -208,7 +183,6 @@ def build_run(
     except BaseException:
         venv.close()
         raise
-    config = config.model_copy(update={"vec_env": kind})
     return RunSetup(config, venv, model, device, threads, callbacks, parent_info)
 
 

@@ -1,7 +1,7 @@
 """The measuring harness: train a few rollouts of a configuration in this process, built exactly as the trainer
 builds it (or SB3's own PPO with its defaults, the reference a preset's speed is compared with), and measure its
 speed and peaks (host RSS, env workers, CUDA allocator and NVML), for comparison with
-:func:`~mission_gym.ppo.memory.estimate_memory` (``memory_helper --measure``, ``bench --mode train``). Rollout and
+:func:`~mission_gym.settings.memory.estimate_memory` (``memory_helper --measure``, ``bench --mode train``). Rollout and
 update times come from the trainer's own :class:`~mission_gym.ppo.callbacks.TimingCallback`.
 """
 
@@ -17,7 +17,7 @@ import psutil
 
 from mission_gym.hardware import MB, load_nvml, nvml_handle
 from mission_gym.ppo.callbacks import TimingCallback, Timings
-from mission_gym.ppo.config import TrainConfig
+from mission_gym.settings.schema import TrainConfig
 
 
 @dataclass
@@ -69,12 +69,14 @@ def measure_training(
         with the same configuration, for a side-by-side comparison)
     :param threads: learner torch threads (None: the configuration's, else the trainer's choice)
     """
-    from mission_gym.ppo.build import build_run, finalize_config
+    from mission_gym.ppo.build import build_run
+    from mission_gym.settings.resolve import resolve
 
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm {algorithm!r} is not valid; valid: {', '.join(ALGORITHMS)}")
-    config = finalize_config(config if threads is None else config.model_copy(update={"num_threads": threads}))
-    setup = build_run(config, algorithm=None if algorithm == "lean" else _sb3_ppo())
+    run = resolve(config if threads is None else config.model_copy(update={"num_threads": threads}))
+    config = run.config
+    setup = build_run(run, algorithm=None if algorithm == "lean" else _sb3_ppo())
     try:
         return _time_learning(setup.model, config.rollout, rollouts, warmup, setup.device)
     finally:

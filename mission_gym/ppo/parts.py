@@ -2,7 +2,8 @@
 
 The PPO run knows the parts only by name and entry point (``"module:attribute"``, imported when a run uses the
 part), so the core never imports them and a package of your own can add some with :func:`register_policy` and
-:func:`register_run_part`.
+:func:`register_run_part` (the registry is :mod:`mission_gym.settings.registry`, where a configuration's names are
+checked; this module builds what they name).
 
 - A **policy** (``policy:`` in a preset) is a function ``(policy_kwargs) -> (policy, policy_kwargs)`` giving SB3's
   ``PPO`` its policy class (or name) and arguments. ``mlp`` is SB3's ``MlpPolicy``.
@@ -18,33 +19,16 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mission_gym.settings.registry import POLICIES, RUN_PARTS, register_policy, register_run_part
+
 if TYPE_CHECKING:
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import VecEnv
 
 PolicyBuilder = Callable[[dict[str, Any]], tuple[Any, dict[str, Any]]]
-#: (config: a :class:`~mission_gym.ppo.config.TrainConfig`, training env, step) -> callback or None
+#: (config: a :class:`~mission_gym.settings.schema.TrainConfig`, training env, step) -> callback or None
 RunPart = Callable[[Any, "VecEnv", int], "BaseCallback | None"]
-
-#: policy name -> entry point of its builder ("" for SB3's MlpPolicy)
-POLICIES: dict[str, str] = {
-    "mlp": "",
-    "trunk": "mission_gym.extras.trunk:trunk_policy",
-}
-#: run part name -> entry point
-RUN_PARTS: dict[str, str] = {
-    "curriculum": "mission_gym.extras.curriculum:curriculum_part",
-}
-
-
-def register_policy(name: str, entry_point: str) -> None:
-    """Make ``policy: name`` available to presets (``entry_point``: ``"module:function"``, see the module doc)."""
-    POLICIES[name] = entry_point
-
-
-def register_run_part(name: str, entry_point: str) -> None:
-    """Call ``entry_point`` (``"module:function"``) in every training session (see the module doc)."""
-    RUN_PARTS[name] = entry_point
+__all__ = ["POLICIES", "RUN_PARTS", "load", "policy", "register_policy", "register_run_part", "session_callbacks"]
 
 
 def load(entry_point: str) -> Any:

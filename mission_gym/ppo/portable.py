@@ -24,8 +24,8 @@ from typing import Any
 
 from stable_baselines3.common.utils import ConstantSchedule, FloatSchedule, LinearSchedule
 
-from mission_gym.ppo.config import TrainConfig
 from mission_gym.ppo.schedules import learning_rate_schedule
+from mission_gym.settings.schema import TrainConfig
 
 _SCHEDULES = ("learning_rate", "lr_schedule", "clip_range", "clip_range_vf")
 

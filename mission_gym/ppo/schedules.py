@@ -1,6 +1,6 @@
 """Learning-rate and entropy schedules over a run's progress, with optional phases.
 
-A run's ``phases`` (see :class:`~mission_gym.ppo.config.Phase`) split it at env steps (here as fractions of its
+A run's ``phases`` (see :class:`~mission_gym.settings.schema.Phase`) split it at env steps (here as fractions of its
 timesteps, SB3's unit of progress);
 each phase starts from its own value (a warm restart) and follows its schedule kind within its span (the run's
 ``lr_schedule`` unless the phase sets its own): ``constant`` holds the value, ``linear`` decays it to 0 at the

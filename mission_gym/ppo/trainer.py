@@ -3,7 +3,7 @@
 Everything that can be wrong with the input (preset, flags, env id, env arguments, batch size, device, a parent
 checkpoint with other spaces) is checked by :func:`~mission_gym.ppo.build.build_run` before the run directory is
 made, so bad input never leaves a half-made run behind; so is the memory the run needs against what the machine
-has (:func:`~mission_gym.ppo.sizing.check_memory`). A session holds its run's lock
+has (:func:`~mission_gym.settings.sizing.check_memory`). A session holds its run's lock
 (:mod:`~mission_gym.rundir.lock`) from the moment it touches the run until it ends.
 """
 
@@ -17,13 +17,13 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
 from mission_gym.hardware import disarm_parent_death_signal
-from mission_gym.ppo.build import RunSetup, build_run, finalize_config, space_signature
+from mission_gym.ppo.build import RunSetup, build_run, space_signature
 from mission_gym.ppo.callbacks import (
     EntropyPhaseCallback,
     EpisodeMetricsCallback,
@@ -38,9 +38,7 @@ from mission_gym.ppo.callbacks import (
     save_checkpoint,
     save_model,
 )
-from mission_gym.ppo.config import TrainConfig
 from mission_gym.ppo.schedules import entropy_schedule
-from mission_gym.ppo.sizing import check_memory
 from mission_gym.rundir.directory import (
     RunDir,
     check_run_name,
@@ -53,6 +51,9 @@ from mission_gym.rundir.evaluations import EVALUATIONS, EvalRecord, drop_rows_af
 from mission_gym.rundir.files import atomic_write_text, now, read_json
 from mission_gym.rundir.lock import RunLock, lock_run
 from mission_gym.rundir.recovery import newest_loadable_checkpoint
+from mission_gym.settings.resolve import Resolved, resolve
+from mission_gym.settings.schema import TrainConfig
+from mission_gym.settings.sizing import check_memory
 
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 # Flags a resumed run may change: they touch neither the learning maths nor the env.
@@ -179,24 +180,22 @@ class Trainer:
                 self.lock.release()
 
     @classmethod
-    def check(cls, config: TrainConfig, memory_check: bool = True) -> TrainConfig:
+    def check(cls, config: TrainConfig, memory_check: bool = True) -> Resolved:
         """Everything :meth:`create` checks for a new run of ``config``, making nothing: the env and model are
         built and closed, starting no env worker process (a population checks each member's configuration this way
         before it starts them).
 
         :param memory_check: refuse a configuration whose memory estimate does not fit the machine
-        :returns: the finalised configuration
+        :returns: the resolved configuration (:func:`~mission_gym.settings.resolve.resolve`)
         :raises ConfigError: for bad input
         """
-        config = finalize_config(config)
-        device = _device(config)  # refuses a device this machine does not have
+        run = resolve(config)  # refuses a device this machine does not have
         if memory_check:
-            check_memory(config, device)
+            check_memory(run)
         # built on the CPU: the check needs no GPU, and a CUDA context would hold hundreds of MB of it for as long
         # as this process lives (a population's launcher: the whole run)
-        setup = build_run(config.model_copy(update={"device": "cpu"}))
-        setup.close()
-        return setup.config.model_copy(update={"device": config.device})
+        build_run(replace(run, device="cpu")).close()
+        return run
 
     @classmethod
     def create(
@@ -224,7 +223,8 @@ class Trainer:
         :param memory_check: refuse a run whose memory estimate does not fit the memory available
         :raises ConfigError: for any bad input (a run that cannot fit in memory included); nothing is created then
         """
-        config = finalize_config(config)
+        run_settings = resolve(config)
+        config = run_settings.config
         if (parent_checkpoint is None) != (branch_name is None):
             raise ConfigError("--parent-checkpoint and --branch-name go together (a branch needs both)")
         name = check_run_name(run_name or branch_name or default_run_name(config.env, config.preset))
@@ -232,8 +232,8 @@ class Trainer:
         if run.path.exists():
             raise ConfigError(f"run directory {str(run.path)!r} already exists; pick another --run-name or --resume it")
         if memory_check:
-            check_memory(config, _device(config))
-        setup = build_run(config, parent_checkpoint=parent_checkpoint, runs_dir=runs_dir)
+            check_memory(run_settings)
+        setup = build_run(run_settings, parent_checkpoint=parent_checkpoint, runs_dir=runs_dir)
         parent = setup.parent
         lock = None
         try:
@@ -297,7 +297,8 @@ class Trainer:
         setup = None
         try:
             saved = validate(TrainConfig, read_yaml(run_dir / "config.yaml"), str(run_dir / "config.yaml"))
-            config = finalize_config(validate(TrainConfig, {**saved.model_dump(), **overrides}, "command line"))
+            run_settings = resolve(validate(TrainConfig, {**saved.model_dump(), **overrides}, "command line"))
+            config = run_settings.config
             step, ckpt = newest_loadable_checkpoint(run_dir, config.normalize)
             if step >= config.timesteps:
                 raise ConfigError(
@@ -305,8 +306,8 @@ class Trainer:
                     "give a larger --timesteps to train on"
                 )
             if memory_check:
-                check_memory(config, _device(config))
-            setup = build_run(config, checkpoint=ckpt)
+                check_memory(run_settings)
+            setup = build_run(run_settings, checkpoint=ckpt)
             if setup.config != saved:
                 atomic_write_text(run_dir / "config.yaml", dump_yaml(setup.config.model_dump()))
             if command:
@@ -544,19 +545,6 @@ def _disk_full(exc: OSError) -> bool:
     return exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
-def _device(config: TrainConfig) -> str:
-    """The device a configuration trains on (``auto`` resolved).
-
-    :raises ConfigError: for a device this machine does not have
-    """
-    from mission_gym.hardware import resolve_device
-
-    try:
-        return resolve_device(config.device)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 def _crash_message(exc: BaseException, model: Any, config: TrainConfig, device: str) -> str:
     """The explanation of a crash; for CUDA OOM, the memory estimator's view of the run and the largest preset
     that fits the card."""
@@ -565,7 +553,8 @@ def _crash_message(exc: BaseException, model: Any, config: TrainConfig, device: 
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         try:
             from mission_gym.hardware import gpu_memory_gb, total_ram_gb
-            from mission_gym.ppo.sizing import oom_message, shape_from_config
+            from mission_gym.settings.notes import oom_message
+            from mission_gym.settings.sizing import shape_from_config
 
             shape = shape_from_config(config, device="cuda")
             return oom_message(shape, gpu_memory_gb(device), total_ram_gb())

@@ -148,11 +148,11 @@ def train_one(
     instead (:func:`~mission_gym.ppo.measure.measure_sb3_defaults`; ``rollouts`` of its 2,048 steps).
     """
     from mission_gym.hardware import MB
-    from mission_gym.ppo.config import apply_overrides
     from mission_gym.ppo.measure import SB3_DEFAULTS, measure_sb3_defaults, measure_training
-    from mission_gym.ppo.memory import estimate_memory
-    from mission_gym.ppo.presets import load_preset
-    from mission_gym.ppo.sizing import shape_from_config
+    from mission_gym.settings.memory import estimate_memory
+    from mission_gym.settings.overrides import apply_overrides
+    from mission_gym.settings.presets import load_preset
+    from mission_gym.settings.sizing import shape_from_config
 
     config = load_preset(preset)
     sizes: dict[str, object] = {"device": device, "population": {"size": 1}}
@@ -510,7 +510,7 @@ def _preset_problem(name: str) -> str | None:
     """Why ``--preset NAME`` cannot be measured (one line), or None: a shipped run preset's name, or the path of a
     preset file as ``train_ppo --preset`` takes it (``preset_path`` tells the two apart and suggests names)."""
     from mission_gym.config import ConfigError
-    from mission_gym.ppo.presets import is_selector, load_preset
+    from mission_gym.settings.presets import is_selector, load_preset
 
     try:
         if is_selector(name):

@@ -1,10 +1,11 @@
 """Size a run to the machine before starting it.
 
 ``python -m mission_gym.scripts.memory_helper --compare`` prints every preset's estimated host RAM, GPU memory,
-rollout buffer and parameter count; ``--memory 8`` names the largest preset that fits an 8 GiB GPU and why;
+rollout buffer and parameter count; ``--memory 8`` names the preset that fits an 8 GiB GPU with this machine's
+cores and why (the rule of ``--preset auto``, :mod:`mission_gym.settings.fit`);
 ``--preset heavy`` prints one preset's breakdown; ``--measure [--preset quick]`` trains for a few rollouts and
 prints the estimate next to the measured peaks (RSS; on CUDA also ``torch.cuda.max_memory_allocated`` and NVML).
-The memory model is :mod:`mission_gym.ppo.memory`; ``docs/gpu-guide.md`` explains it.
+The memory model is :mod:`mission_gym.settings.memory`; ``docs/gpu-guide.md`` explains it.
 """
 
 from __future__ import annotations
@@ -13,12 +14,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import GB, MB, detect_hardware
-from mission_gym.ppo import memory as mem
-from mission_gym.ppo.config import TrainConfig, apply_overrides
-from mission_gym.ppo.presets import is_selector, load_preset, load_presets, preset_names, presets_dir
-from mission_gym.ppo.sizing import cores_needed, largest_fitting_preset, members_at_once, shape_from_config
 from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
+from mission_gym.settings import memory as mem
+from mission_gym.settings.fit import pick
+from mission_gym.settings.overrides import apply_overrides
+from mission_gym.settings.presets import (
+    AUTO_PRESET,
+    choose_preset,
+    is_selector,
+    load_preset,
+    load_presets,
+    preset_names,
+    presets_dir,
+    read_selector,
+    weigh_candidates,
+)
+from mission_gym.settings.schema import TrainConfig
+from mission_gym.settings.sizing import cores_needed, members_at_once, shape_from_config
+from mission_gym.vec import VEC_ENV_KINDS
 
 
 def _mb(x: float) -> str:
@@ -89,31 +104,43 @@ def compare(presets: dict[str, Any]) -> None:
     )
 
 
-def best_for_memory(presets: dict[str, Any], gpu_gb: float, ram_gb: float) -> None:
-    """The largest preset whose CUDA estimate fits ``gpu_gb`` (and the host RAM), with each preset's verdict."""
-    best, rows = largest_fitting_preset(gpu_gb, ram_gb, presets)
+def best_for_memory(gpu_gb: float, cores: int, ram_gb: float, directory: Path | None) -> None:
+    """The preset that fits a GPU of ``gpu_gb`` on this machine's cores and ``ram_gb`` of host RAM (what ``--preset
+    auto`` would pick there), with each GPU candidate's verdict."""
+    found = read_selector(AUTO_PRESET, directory)
+    if found is None:
+        raise ConfigError(f"preset {AUTO_PRESET!r} in {directory or presets_dir()} is not a selector")
+    rules = found[0]
+    verdicts = weigh_candidates(gpu_gb, cores, ram_gb, directory, rules)
     budget_gpu, budget_ram = mem.FIT_FRACTION * gpu_gb * GB, mem.FIT_FRACTION * ram_gb * GB
     table = []
-    for name, est, ok in rows:
-        if ok:
+    for v in verdicts:
+        est = v.estimate
+        if v.fits:
             why = "fits"
         elif est.gpu_bytes > budget_gpu:
             why = f"GPU {est.gpu_bytes / GB:.2f} GiB > {budget_gpu / GB:.2f} GiB"
-        else:
+        elif not v.fits_memory:
             why = f"host {est.host_bytes / GB:.2f} GiB > {budget_ram / GB:.2f} GiB"
-        table.append([name, _mb(est.gpu_bytes), _mb(est.host_bytes), "yes" if ok else "no", why])
+        else:
+            why = f"wants {v.cores_needed} cores, {cores} here"
+        table.append([v.name, _mb(est.gpu_bytes), _mb(est.host_bytes), "yes" if v.fits else "no", why])
     _print_table(
-        f"Presets on a {gpu_gb:g} GiB GPU with {ram_gb:.0f} GiB host RAM (using at most {mem.FIT_FRACTION:.0%} of each)",
+        f"Presets --preset auto weighs on a {gpu_gb:g} GiB GPU with {cores} cores and {ram_gb:.0f} GiB host RAM "
+        f"(using at most {mem.FIT_FRACTION:.0%} of each memory)",
         ["preset", "GPU memory", "host RAM", "fits", "why"],
         table,
     )
-    if best is None:
-        print(f"No preset fits a {gpu_gb:g} GiB GPU; train on the CPU (--preset cpu --device cpu).")
+    best = pick(verdicts, rules.cpu)
+    chosen = next((v for v in verdicts if v.name == best), None)
+    if chosen is None:
+        print(f"No GPU preset fits a {gpu_gb:g} GiB GPU with {cores} cores; train on the CPU (--preset {best} --device cpu).")
         return
-    est = next(e for n, e, _ in rows if n == best)
+    est = chosen.estimate
     print(
         f"Largest preset that fits: {best} (estimated {est.gpu_bytes / GB:.2f} GiB GPU, "
-        f"{est.host_bytes / GB:.2f} GiB host RAM). Run: python -m mission_gym.scripts.train_ppo --preset {best}"
+        f"{est.host_bytes / GB:.2f} GiB host RAM; what --preset auto picks on such a machine). "
+        f"Run: python -m mission_gym.scripts.train_ppo --preset {best}"
     )
 
 
@@ -155,13 +182,13 @@ def build_parser() -> CliParser:
     )
     what = p.add_mutually_exclusive_group()
     what.add_argument("--compare", action="store_true", help="every preset in one table (the default)")
-    what.add_argument("--memory", type=float, metavar="GB", help="the largest preset that fits a GPU with GB GiB, and why")
+    what.add_argument("--memory", type=float, metavar="GB", help="the preset that fits a GPU with GB GiB here, and why")
     what.add_argument("--measure", action="store_true", help="train a few rollouts of --preset and compare with the estimate")
     p.add_argument(
         "--preset", metavar="NAME|PATH", help="breakdown of one preset (or the preset --measure runs; default quick)"
     )
     p.add_argument("--device", default="auto", help="cpu, cuda[:i] or auto (CUDA when present) for --preset and --measure")
-    p.add_argument("--vec-env", choices=list(mem.VEC_ENV_KINDS), help="override the preset's vec-env kind")
+    p.add_argument("--vec-env", choices=list(VEC_ENV_KINDS), help="override the preset's vec-env kind")
     p.add_argument("--ram", type=float, metavar="GB", help="host RAM budget in GiB (default: this machine's)")
     p.add_argument("--rollouts", type=int, default=2, help="rollouts trained by --measure")
     p.add_argument("--presets-dir", type=Path, help="read presets from this directory instead of the shipped ones")
@@ -204,10 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         name = Path(preset_arg).stem
         try:
             if is_selector(preset_arg, args.presets_dir):
-                from mission_gym.launch.auto import choose_auto_preset
-
                 hw = detect_hardware()
-                name = choose_auto_preset(hw.gpu_mem_gb, hw.cores, ram_gb, args.presets_dir)
+                name = choose_preset(hw.gpu_mem_gb, hw.cores, ram_gb, args.presets_dir)
                 print(f"{preset_arg} -> {name} (GPU: {hw.gpu_name or 'none'}, {hw.cores} cores, {ram_gb:.0f} GiB RAM)")
                 preset_arg = name
             config = load_preset(preset_arg, args.presets_dir)
@@ -226,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
         measure(config, shape, name, args.rollouts)
         return 0
     if args.memory is not None:
-        best_for_memory(load_presets(args.presets_dir), args.memory, ram_gb)
+        try:
+            best_for_memory(args.memory, detect_hardware().cores, ram_gb, args.presets_dir)
+        except (OSError, ValueError) as exc:
+            return fail(str(exc))
         return 0
     if shape is not None:
         print(f"preset {name}:")

@@ -22,8 +22,8 @@ NOT_FOR_SEARCH = ("resume", "parent_checkpoint", "branch_name", "stop_at", "run_
 
 
 def build_parser() -> CliParser:
-    from mission_gym.launch.command import add_train_arguments
     from mission_gym.launch.search import PRUNERS, SAMPLERS
+    from mission_gym.scripts.train_ppo import add_arguments as add_train_arguments
 
     p = CliParser(
         prog="mission-search",
@@ -59,12 +59,12 @@ def build_parser() -> CliParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from mission_gym.config.yaml_io import ConfigError, dump_yaml
-    from mission_gym.launch.command import config_from_args
     from mission_gym.launch.search import Search, load_space
     from mission_gym.optional import require
-    from mission_gym.ppo.config import apply_overrides
     from mission_gym.ppo.trainer import Trainer
     from mission_gym.rundir.directory import default_run_name
+    from mission_gym.settings.command import config_from_args
+    from mission_gym.settings.overrides import apply_overrides
 
     try:
         given = [f for f in NOT_FOR_SEARCH if getattr(args, f) is not None]

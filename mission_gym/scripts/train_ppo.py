@@ -20,8 +20,6 @@ from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
 
 
 def build_parser() -> CliParser:
-    from mission_gym.launch.command import add_train_arguments
-
     p = CliParser(
         prog="python -m mission_gym.scripts.train_ppo",
         description="Train PPO with a preset sized to your hardware; explicit flags override the preset "
@@ -29,8 +27,54 @@ def build_parser() -> CliParser:
         epilog="examples:\n" + __doc__.split("\n\n")[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_train_arguments(p)
+    add_arguments(p)
     return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Every ``train_ppo`` flag, in its help groups: the session's own here, the configuration's from
+    :func:`mission_gym.settings.command.add_settings_arguments` (``mission-search`` takes them all too)."""
+    from mission_gym.settings.command import add_settings_arguments
+
+    what = p.add_argument_group("what to train")
+    size = p.add_argument_group("rollout and update")
+    machine = p.add_argument_group("machine")
+    run = p.add_argument_group("run directory")
+    track = p.add_argument_group("tracking (pip install 'mission_gym[track]')")
+    lineage = p.add_argument_group("resume and branch")
+    add_settings_arguments(p, {"what": what, "size": size, "machine": machine, "run": run, "lineage": lineage})
+    machine.add_argument(
+        "--backend", choices=["local", "ray"], default="local", help="where a population's members run [local]"
+    )
+    machine.add_argument("--ray-address", metavar="ADDR", help="with --backend ray: join this cluster [a local Ray]")
+    machine.add_argument(
+        "--no-memory-check",
+        action="store_true",
+        help="start even when the memory estimate exceeds the RAM (or GPU memory) available; by default such a run "
+        "is refused before anything is allocated, naming the largest --n-envs that fits",
+    )
+    machine.add_argument(
+        "--no-mps",
+        action="store_true",
+        help="a population's members on one GPU time-slice it; by default they share it through a private MPS "
+        "daemon, about 3x the steps/s (docs/gpu-guide.md)",
+    )
+    run.add_argument("--run-name", metavar="NAME", help="directory name under --runs-dir [<env>_<preset>_<time>]")
+    run.add_argument("--notes", metavar="TEXT", help="free text stored in lineage.json")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    track.add_argument(
+        "--track", action="store_true", help="send the run to Weights & Biases (its TensorBoard events, its config)"
+    )
+    track.add_argument("--wandb-project", metavar="NAME", help="W&B project [mission_gym]")
+    track.add_argument("--wandb-entity", metavar="NAME", help="W&B entity, a user or team [the account's default]")
+    lineage.add_argument(
+        "--stop-at",
+        type=int,
+        metavar="STEPS",
+        help="pause once this many env steps are trained (a checkpoint is saved; --resume continues)",
+    )
+    lineage.add_argument("--parent-checkpoint", metavar="PATH", help="start a new run from this model's weights")
+    lineage.add_argument("--branch-name", metavar="NAME", help="name of the branch (the new run's name unless --run-name)")
 
 
 @one_line_missing_extras
@@ -39,9 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     command = shlex.join(["python", "-m", "mission_gym.scripts.train_ppo", *(sys.argv[1:] if argv is None else argv)])
 
     from mission_gym.config.yaml_io import ConfigError, dump_yaml
-    from mission_gym.launch.command import config_from_args, flag_overrides
     from mission_gym.launch.population import PopulationRun, is_population_run
     from mission_gym.ppo.trainer import Trainer
+    from mission_gym.settings.command import config_from_args, flag_overrides
 
     population: PopulationRun | None = None
     trainer: Trainer | None = None

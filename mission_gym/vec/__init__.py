@@ -7,3 +7,7 @@ live with the game in :mod:`mission_gym.envs`.
 Kept free of imports: env worker processes import :mod:`mission_gym.vec.factory` to build their env and load
 nothing else of the package.
 """
+
+#: the kinds of training env (:func:`~mission_gym.vec.factory.make_vec_env`); a configuration's ``vec_env`` is one of
+#: them or ``auto`` (:func:`~mission_gym.vec.factory.resolve_kind`)
+VEC_ENV_KINDS = ("native", "subproc", "dummy")

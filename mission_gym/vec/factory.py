@@ -22,11 +22,10 @@ from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import cap_worker_threads, parent_death_signal
 from mission_gym.optional import missing
+from mission_gym.vec import VEC_ENV_KINDS
 
 if TYPE_CHECKING:
     from stable_baselines3.common.vec_env import VecEnv, VecNormalize
-
-VEC_ENV_KINDS = ("native", "subproc", "dummy")
 
 
 def _register_mission(env_id: str) -> None:
@@ -83,7 +82,7 @@ def resolve_kind(kind: str, env_id: str, n_envs: int, cores: int, env_kwargs: di
         )
     if kind not in VEC_ENV_KINDS:
         raise ConfigError(
-            f"--vec-env {kind!r} is not valid{suggest(kind, list(VEC_ENV_KINDS))}; valid: auto, native, subproc, dummy"
+            f"--vec-env {kind!r} is not valid{suggest(kind, list(VEC_ENV_KINDS))}; valid: auto, {', '.join(VEC_ENV_KINDS)}"
         )
     return kind
 

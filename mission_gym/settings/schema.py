@@ -1,23 +1,21 @@
-"""The resolved configuration of a training run (:class:`TrainConfig`) and how flags and variants change it.
+"""The configuration of a training run (:class:`TrainConfig`): its fields, what each may hold and what must hold
+between them; a population's members and their variants (:data:`Variant`).
 
 Every schedule position (``phases[].start``, ``curriculum[].start`` / ``until``, ``population.cuts[].at``) is a
-count of env steps. ``--timesteps`` keeps each at its step, so a shorter run is the exact first part of the longer
-one: what would start at or after the new end is dropped (:func:`schedule_changes` says what), a curriculum ramp that
-ends after it is cut off there, and the last phase's learning rate runs to the new end.
+count of env steps (a shorter run keeps each at its step: :mod:`mission_gym.settings.overrides`).
 """
 
 from __future__ import annotations
 
-import copy
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_serializer, model_validator
 
 from mission_gym import ENV_ID
-from mission_gym.config.loader import deep_merge, suggest
-from mission_gym.config.yaml_io import ConfigError, validate
+from mission_gym.config.loader import suggest
+from mission_gym.settings.registry import POLICIES
+from mission_gym.vec import VEC_ENV_KINDS
 
 #: activation name in a preset -> ``torch.nn`` class name (the one table of them)
 ACTIVATIONS: dict[str, str] = {
@@ -29,7 +27,6 @@ ACTIVATIONS: dict[str, str] = {
     "silu": "SiLU",
 }
 Schedule = Literal["constant", "linear"]
-VecEnvKind = Literal["auto", "native", "subproc", "dummy"]
 #: what every member of a population shares; a variant cannot set it
 VARIANT_FORBIDDEN = ("seed", "population", "timesteps", "env", "preset", "description")
 
@@ -160,7 +157,7 @@ class TrainConfig(_Strict):
     min_batch: int = Field(64, ge=1, description="floor for the automatic batch size")
     n_epochs: int = Field(10, ge=1)
     network_arch: list[int] = Field(default_factory=lambda: [64, 64])
-    policy: str = Field("mlp", description="a registered policy (mission_gym.ppo.parts): mlp, or an optional one")
+    policy: str = Field("mlp", description="a registered policy (mission_gym.settings.registry): mlp, or an optional one")
     activation: str = "tanh"
     ortho_init: bool = True
     learning_rate: float = Field(3e-4, gt=0)
@@ -182,7 +179,7 @@ class TrainConfig(_Strict):
     population: Population = Field(default_factory=Population, description="members trained side by side")
     normalize: bool = Field(False, description="VecNormalize observations")
     normalize_reward: bool = Field(False, description="VecNormalize rewards too (needs normalize)")
-    vec_env: VecEnvKind = "auto"
+    vec_env: str = Field("auto", description=f"auto or a training env kind: {', '.join(VEC_ENV_KINDS)}")
     device: str = "auto"
     num_threads: int | None = Field(None, ge=1)
     seed: int = Field(0, ge=0)
@@ -221,10 +218,16 @@ class TrainConfig(_Strict):
     @field_validator("policy")
     @classmethod
     def _check_policy(cls, value: str) -> str:
-        from mission_gym.ppo.parts import POLICIES
-
         if value not in POLICIES:
             raise ValueError(f"unknown policy {value!r}{suggest(value, list(POLICIES))}; valid: {', '.join(POLICIES)}")
+        return value
+
+    @field_validator("vec_env")
+    @classmethod
+    def _check_vec_env(cls, value: str) -> str:
+        valid = ["auto", *VEC_ENV_KINDS]
+        if value not in valid:
+            raise ValueError(f"unknown vec_env {value!r}{suggest(value, valid)}; valid: {', '.join(valid)}")
         return value
 
     @field_validator("device")
@@ -243,7 +246,7 @@ class TrainConfig(_Strict):
         if not isinstance(data, Mapping):
             return data
         timesteps = data.get("timesteps")
-        for where, value in _positions(data):
+        for where, value in positions(data):
             if isinstance(value, float) and 0 < value < 1:
                 hint = f" ({value:g} of {timesteps:,} is {round(value * timesteps):,})" if isinstance(timesteps, int) else ""
                 raise ValueError(f"{where}: schedule positions are env steps, got the fraction {value:g}{hint}")
@@ -253,7 +256,7 @@ class TrainConfig(_Strict):
     def _check_combination(self) -> TrainConfig:
         if self.normalize_reward and not self.normalize:
             raise ValueError("normalize_reward needs normalize: true")
-        for where, value in _positions(self.model_dump(include={"phases", "curriculum", "population"})):
+        for where, value in positions(self.model_dump(include={"phases", "curriculum", "population"})):
             if not where.endswith(".until") and value >= self.timesteps:
                 raise ValueError(f"{where}: step {value:,} is not inside the run's {self.timesteps:,} timesteps")
         check_schedule(self.phases, self.curriculum, "")
@@ -288,7 +291,7 @@ def check_schedule(phases: Sequence[Phase], curriculum: Sequence[CurriculumStep]
             raise ValueError(f"{where}curriculum: the steps of {setting} overlap, got (start, until) {spans_of}")
 
 
-def _positions(data: Mapping[str, Any]) -> list[tuple[str, Any]]:
+def positions(data: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """``(where, value)`` of every schedule position in raw configuration data (variants included)."""
 
     def of(section: Any, prefix: str) -> list[tuple[str, Any]]:
@@ -337,294 +340,3 @@ Variant = create_model(  # type: ignore[call-overload]
 )
 Population.model_rebuild()
 TrainConfig.model_rebuild()
-
-
-def _merge_by(
-    base: list[dict[str, Any]], update: list[dict[str, Any]], key: Sequence[str], defaults: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    """``base`` with each item of ``update`` replacing the one with the same ``key`` values (``defaults`` for a key an
-    item leaves out), or added."""
-
-    def of(item: Mapping[str, Any]) -> tuple[Any, ...]:
-        return tuple(item.get(k, defaults.get(k)) for k in key)
-
-    out = [dict(item) for item in base]
-    for item in update:
-        match = next((i for i, b in enumerate(out) if of(b) == of(item)), None)
-        if match is None:
-            out.append(dict(item))
-        else:
-            out[match] = {**out[match], **item}
-    return out
-
-
-def apply_variant(config: TrainConfig, variant: Any, index: int) -> TrainConfig:
-    """The configuration of a member that trains ``population.variants[index]`` (see :data:`Variant`).
-
-    :raises ConfigError: naming the variant, when the result is not a valid configuration
-    """
-    data = config.model_dump()
-    own = variant.model_dump() if isinstance(variant, BaseModel) else dict(variant)
-    for key, value in own.items():
-        if key == "curriculum":
-            data[key] = _merge_by(data[key], value, ("setting", "start"), {"start": 0})
-        elif key == "phases":
-            data[key] = _merge_by(data[key], value, ("start",), {})
-        elif key in ("env_kwargs", "hyperparams"):
-            data[key] = deep_merge(data[key], value)
-        else:
-            data[key] = value
-    return validate(TrainConfig, data, f"population.variants[{index}]")
-
-
-# --- changing a configuration -------------------------------------------------------------------------------------
-_PATH_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def parse_path(key: str) -> list[str | int]:
-    """``"curriculum[0].value"`` → ``["curriculum", 0, "value"]``; ``"population.size"`` → ``["population", "size"]``.
-
-    :raises ConfigError: for a key that is not a dotted path with optional ``[index]`` parts
-    """
-    parts: list[str | int] = []
-    pos = 0
-    for match in _PATH_PART.finditer(key):
-        if match.start() != pos and key[pos : match.start()] != ".":
-            break
-        parts.append(match.group(1) if match.group(1) is not None else int(match.group(2)))
-        pos = match.end()
-    if not parts or pos != len(key) or not isinstance(parts[0], str):
-        raise ConfigError(
-            f"setting {key!r}: expected a dotted name such as learning_rate, population.size or curriculum[0].value"
-        )
-    return parts
-
-
-def set_path(data: dict[str, Any], path: Sequence[str | int], value: Any, source: str) -> None:
-    """Set ``value`` at ``path`` inside plain configuration data (mappings are created as needed; a list index
-    must exist)."""
-    node: Any = data
-    for depth, part in enumerate(path[:-1]):
-        nxt = path[depth + 1]
-        where = _path_text(path[: depth + 1])
-        if isinstance(part, int):
-            if not isinstance(node, list) or not -len(node) <= part < len(node):
-                size = len(node) if isinstance(node, list) else 0
-                raise ConfigError(f"{source}: {where} does not exist (the list has {size} items)")
-            node = node[part]
-            continue
-        if not isinstance(node, dict):
-            raise ConfigError(f"{source}: {where} sets a key inside a value that is not a mapping")
-        if node.get(part) is None:
-            node[part] = [] if isinstance(nxt, int) else {}
-        node = node[part]
-    last = path[-1]
-    if isinstance(last, int):
-        if not isinstance(node, list) or not -len(node) <= last < len(node):
-            raise ConfigError(f"{source}: {_path_text(path)} does not exist")
-        node[last] = value
-    elif isinstance(node, dict):
-        node[last] = value
-    else:
-        raise ConfigError(f"{source}: {_path_text(path)} sets a key inside a value that is not a mapping")
-
-
-def _path_text(path: Sequence[str | int]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p) for i, p in enumerate(path))
-
-
-def for_env(data: dict[str, Any], previous_env: str, given: Sequence[str] = ()) -> None:
-    """Drop, in place, what a configuration holds for Mission Gym's game when it now trains another env: the
-    curriculum and env arguments of the run and of every variant (unless ``given`` names them)."""
-    if data.get("env", ENV_ID) == previous_env:
-        return
-    if "curriculum" not in given and data.get("env") != ENV_ID:
-        data["curriculum"] = []
-    if "env_kwargs" not in given:
-        data["env_kwargs"] = {}
-    for variant in (data.get("population") or {}).get("variants") or []:
-        if isinstance(variant, dict):
-            if data.get("env") != ENV_ID:
-                variant.pop("curriculum", None)
-            variant.pop("env_kwargs", None)
-
-
-def apply_overrides(config: TrainConfig, overrides: Mapping[str, Any], source: str = "command line") -> TrainConfig:
-    """A copy of ``config`` with ``overrides`` applied and validated again.
-
-    Keys are field names or dotted paths (``population.final_episodes``, ``curriculum[0].value``): a plain key sets
-    the field's whole value, a dotted one changes one entry inside it. ``env_kwargs`` merge into the preset's for the
-    same env; with another ``env`` the preset's Mission Gym settings (curriculum, env arguments, variants' too) are
-    left out unless given. A new ``timesteps`` keeps every schedule position at its step and drops what would start
-    at or after the new end (:func:`schedule_changes` lists it).
-
-    :param source: what to name in errors
-    """
-    fields = list(TrainConfig.model_fields)
-    data = copy.deepcopy(config.model_dump())
-    for key, value in overrides.items():
-        path = parse_path(key)
-        if path[0] not in fields:
-            raise ConfigError(f"{source}: unknown setting {path[0]!r}{suggest(str(path[0]), fields)}")
-        if key == "env_kwargs":
-            continue
-        set_path(data, path, copy.deepcopy(value), source)
-    for_env(data, config.env, given=[str(parse_path(k)[0]) for k in overrides])
-    own_env_kwargs = config.env_kwargs if data["env"] == config.env else {}
-    data["env_kwargs"] = deep_merge(own_env_kwargs, dict(overrides.get("env_kwargs") or {}))
-    if data["timesteps"] != config.timesteps:
-        _fit_schedule(data)
-    return validate(TrainConfig, data, source)
-
-
-def _fit_schedule(data: dict[str, Any]) -> None:
-    """Drop, in place, every phase, curriculum step and cut that would start at or after ``timesteps``."""
-    end = data["timesteps"]
-
-    def fit(section: dict[str, Any]) -> None:
-        if section.get("phases"):
-            section["phases"] = [p for p in section["phases"] if p["start"] < end]
-        if section.get("curriculum"):
-            section["curriculum"] = [c for c in section["curriculum"] if c.get("start", 0) < end]
-
-    fit(data)
-    population = data.get("population") or {}
-    if population.get("cuts"):
-        population["cuts"] = [c for c in population["cuts"] if c["at"] < end]
-    for variant in population.get("variants") or []:
-        if isinstance(variant, dict):
-            fit(variant)
-
-
-def schedule_changes(before: TrainConfig, after: TrainConfig) -> list[str]:
-    """What a new ``timesteps`` did to a configuration's schedule, as one line for the user (none when unchanged)."""
-    if before.timesteps == after.timesteps:
-        return []
-    sections = {"phases", "curriculum", "population"}
-    dropped = [f"{k} {v:,}" for k, v in _positions(before.model_dump(include=sections))
-               if not k.endswith(".until") and v >= after.timesteps]  # fmt: skip
-    cut_off = [f"{k} {v:,}" for k, v in _positions(after.model_dump(include=sections))
-               if k.endswith(".until") and v > after.timesteps]  # fmt: skip
-    line = f"timesteps {after.timesteps:,} (preset {before.timesteps:,}): schedule positions stay at their env steps"
-    if dropped:
-        line += "; left out (past the end): " + ", ".join(dropped)
-    if cut_off:
-        line += "; ramps cut off at the end: " + ", ".join(cut_off)
-    return [line]
-
-
-def shadowed_overrides(config: TrainConfig, overrides: Mapping[str, Any]) -> list[str]:
-    """Lines saying which ``overrides`` (as given to :func:`apply_overrides`) a later phase or a population variant
-    replaces in ``config`` (the configuration they resolved to), so that a change that does not reach the whole
-    run is said before it starts.
-
-    A phase that sets ``learning_rate``, ``lr_schedule`` or ``ent_coef`` takes over from its start; a variant that
-    sets a field (or, for ``env_kwargs`` and ``hyperparams``, the same key) replaces the value in its members.
-    """
-    notes: list[str] = []
-    variants = [v.model_dump() if isinstance(v, BaseModel) else dict(v) for v in config.population.variants]
-    for key, value in overrides.items():
-        path = parse_path(key)
-        head = str(path[0])
-        for leaf_path, leaf in _leaves(path, value):
-            given = f"{_path_text(leaf_path)}={_value_text(leaf)}"
-            if len(leaf_path) == 1 and head in Phase.model_fields:
-                owner = next((i for i, p in enumerate(config.phases) if getattr(p, head) is not None), None)
-                if owner is not None:
-                    notes.append(
-                        f"{given} applies until phases[{owner}] at {config.phases[owner].start:,}; phases set their own "
-                        f"from there (phases[{owner}].{head}=... changes it)"
-                    )
-            for k, variant in enumerate(variants):
-                if _variant_sets(variant, leaf_path, config):
-                    members = [m for m in range(config.population.size) if m % len(variants) == k]
-                    where = f"population.variants[{k}]"
-                    notes.append(
-                        f"{given} is replaced by {where}'s own in member{'s' if len(members) > 1 else ''} "
-                        f"{', '.join(map(str, members))} ({where}.{_path_text(leaf_path)}=... changes it)"
-                    )
-    return notes
-
-
-def _leaves(path: list[str | int], value: Any) -> list[tuple[list[str | int], Any]]:
-    """``(path, value)`` of every leaf of a mapping override (``env_kwargs``, ``hyperparams``), or the override itself."""
-    if str(path[0]) in ("env_kwargs", "hyperparams") and isinstance(value, Mapping) and value:
-        out: list[tuple[list[str | int], Any]] = []
-        for k, v in value.items():
-            out += _leaves([*path, str(k)], v) if isinstance(v, Mapping) and v else [([*path, str(k)], v)]
-        return out
-    return [(path, value)]
-
-
-def _variant_sets(variant: Mapping[str, Any], path: Sequence[str | int], config: TrainConfig) -> bool:
-    """Whether a variant (its own settings) sets what ``path`` changes: for ``env_kwargs``/``hyperparams`` the same
-    key; for a phase or curriculum step one of its own with the same ``start`` (``setting`` and ``start``), which
-    merges over it; for ``phases``' fields a phase of its own that sets it; otherwise the field."""
-    head = str(path[0])
-    if len(path) == 1 and head in Phase.model_fields:
-        if any(isinstance(p, Mapping) and p.get(head) is not None for p in variant.get("phases") or []):
-            return True
-    if head not in variant:
-        return False
-    if head in ("phases", "curriculum"):
-        merge_key = ("start",) if head == "phases" else ("setting", "start")
-        items = [i.model_dump() for i in getattr(config, head)]
-        if len(path) > 1 and isinstance(path[1], int):
-            items = items[path[1] : path[1] + 1 or None]
-        own = {tuple((i.get(k, 0) if k == "start" else i.get(k)) for k in merge_key) for i in variant[head] or []}
-        return any(tuple(i[k] for k in merge_key) in own for i in items)
-    if head in ("env_kwargs", "hyperparams"):
-        node: Any = variant
-        for part in path:
-            if not isinstance(node, Mapping) or part not in node:
-                return False
-            node = node[part]
-    return True
-
-
-def _value_text(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-# PPO constructor arguments the configuration sets itself (or that make no sense from a command line).
-_MANAGED_PPO_ARGS = {
-    "policy",
-    "env",
-    "tensorboard_log",
-    "verbose",
-    "device",
-    "seed",
-    "_init_setup_model",
-    "rollout_buffer_class",
-}
-
-
-def ppo_extra_args() -> list[str]:
-    """Keyword arguments of SB3's ``PPO`` that ``hyperparams`` may set (those without a configuration field)."""
-    import inspect
-
-    from stable_baselines3 import PPO
-
-    params = inspect.signature(PPO.__init__).parameters
-    return sorted(p for p in params if p not in _MANAGED_PPO_ARGS and p != "self" and p not in TrainConfig.model_fields)
-
-
-def split_hyperparams(pairs: Mapping[str, Any], source: str = "--hyperparams") -> tuple[dict[str, Any], dict[str, Any]]:
-    """Sort ``key=value`` hyperparameters into configuration settings (field names or dotted paths into them) and
-    extra PPO arguments.
-
-    :raises ConfigError: for a key that is neither, naming the closest valid one
-    """
-    fields, extra = {}, {}
-    extra_valid = ppo_extra_args()
-    field_names = [f for f in TrainConfig.model_fields if f not in ("hyperparams", "env_kwargs", "preset", "description")]
-    for key, value in pairs.items():
-        head = str(parse_path(key)[0])
-        if head in field_names:
-            fields[key] = value
-        elif key in extra_valid:
-            extra[key] = value
-        else:
-            valid = field_names + extra_valid
-            raise ConfigError(f"{source}: unknown hyperparameter {key!r}{suggest(head, valid)}; valid: {', '.join(valid)}")
-    return fields, extra

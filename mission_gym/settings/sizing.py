@@ -1,10 +1,10 @@
 """A run's configuration as the memory estimator's shape, and what fits a machine.
 
-:func:`shape_from_config` turns a :class:`~mission_gym.ppo.config.TrainConfig` into a
-:class:`~mission_gym.ppo.memory.RunShape` (reading the spaces of envs other than Mission Gym by making one);
+:func:`shape_from_config` turns a :class:`~mission_gym.settings.schema.TrainConfig` into a
+:class:`~mission_gym.settings.memory.RunShape` (reading the spaces of envs other than Mission Gym by making one);
 :func:`check_memory` refuses a run that cannot fit the memory available before anything is allocated;
-:func:`largest_fitting_preset` and :func:`oom_message` weigh the presets against a card; :func:`cores_needed` and
-:func:`members_at_once` say how many cores a preset wants and how many of a population's members run at once.
+:func:`cores_needed` and :func:`members_at_once` say how many cores a preset wants and how many of a population's
+members run at once (which preset fits a machine is :mod:`mission_gym.settings.fit`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 from mission_gym import ENV_ID
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import GB, MB, list_gpus
-from mission_gym.ppo.batch import choose_batch_size
-from mission_gym.ppo.config import TrainConfig
-from mission_gym.ppo.memory import MemoryEstimate, RunShape, estimate_memory, fits
+from mission_gym.settings.memory import MemoryEstimate, RunShape, estimate_memory
+from mission_gym.settings.resolve import Resolved, batch_size, vec_env_kind
+from mission_gym.settings.schema import TrainConfig
 
 # A single run (no population) gets a core per ENVS_PER_CORE envs: each env step also runs policy inference and
 # SB3's Python loop, and with fewer cores a long rollout leaves the GPU idle.
@@ -96,22 +96,13 @@ def env_spaces(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> dict
 def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: int | None = None) -> RunShape:
     """The memory estimator's shape of a training configuration.
 
-    :param config: the configuration (``batch_size: auto`` and ``vec_env: auto`` are resolved as the trainer would)
+    :param config: the configuration (``batch_size: auto`` and ``vec_env: auto`` are resolved by the trainer's rules,
+        :mod:`mission_gym.settings.resolve`)
     :param device: overrides the configuration's device; ``auto`` left unresolved counts as ``cpu`` (so does ``mps``)
     :param cores: CPU cores, for resolving ``vec_env: auto`` (detected when None)
     """
-    from mission_gym.vec.factory import resolve_kind
-
-    batch = config.batch_size
-    if batch == "auto":
-        batch = choose_batch_size(config.rollout, config.target_batch, config.min_batch)
-    vec_env: str = config.vec_env
-    if vec_env == "auto":
-        if cores is None:
-            from mission_gym.hardware import available_cores
-
-            cores = available_cores()
-        vec_env = resolve_kind(vec_env, config.env, config.n_envs, cores, config.env_kwargs)
+    batch = batch_size(config)
+    vec_env = vec_env_kind(config, cores)
     dev = device or config.device
     spaces = env_spaces(config.env, config.env_kwargs) if config.env != ENV_ID or config.env_kwargs else {}
     return RunShape(
@@ -188,15 +179,15 @@ def memory_refusal(shape: RunShape, host_bytes: float, gpu_bytes: float | None =
     )
 
 
-def check_memory(config: TrainConfig, device: str) -> None:
+def check_memory(run: Resolved) -> None:
     """Refuse a run that cannot fit the memory available now, before anything of it is allocated.
 
-    :param config: the finalised configuration
-    :param device: the resolved torch device it would train on
+    :param run: the resolved configuration and the device it would train on
     :raises ConfigError: naming the estimate, what is available and the largest ``n_envs`` that fits
     """
+    device = run.device
     try:
-        shape = shape_from_config(config, device=device)
+        shape = shape_from_config(run.config, device=device)
     except ConfigError:
         raise
     except ValueError:  # spaces the estimator cannot size: nothing to compare, the trainer reports what is wrong
@@ -204,55 +195,3 @@ def check_memory(config: TrainConfig, device: str) -> None:
     why = memory_refusal(shape, *memory_available(device))
     if why:
         raise ConfigError(why)
-
-
-def largest_fitting_preset(
-    gpu_mem_gb: float | None, ram_gb: float, presets: Mapping[str, TrainConfig], device: str = "cuda"
-) -> tuple[str | None, list[tuple[str, MemoryEstimate, bool]]]:
-    """The preset with the largest estimate that fits (a population's members at once on the cores it wants), and
-    every preset's estimate with its verdict (largest first).
-
-    :param gpu_mem_gb: GPU memory budget in GiB (None: judge host RAM only)
-    :param ram_gb: host RAM budget in GiB
-    :param presets: name → preset
-    :param device: the device the presets would run on
-    """
-    rows = []
-    for name, config in presets.items():
-        est = estimate_memory(shape_from_config(config, device=device)).scaled(members_at_once(config))
-        rows.append((name, est, fits(est, gpu_mem_gb, ram_gb)))
-    rows.sort(key=lambda r: (r[1].gpu_bytes, r[1].host_bytes), reverse=True)
-    best = next((name for name, _, ok in rows if ok), None)
-    return best, rows
-
-
-def oom_message(
-    shape: RunShape, gpu_mem_gb: float | None, ram_gb: float, presets: Mapping[str, TrainConfig] | None = None
-) -> str:
-    """The text shown when training runs out of CUDA memory: the estimator's breakdown of the failing run and the
-    largest preset that fits the card.
-
-    :param shape: the run that failed
-    :param gpu_mem_gb: total memory of the card in GiB (None if it cannot be read)
-    :param ram_gb: host RAM in GiB
-    :param presets: name → preset; None reads the shipped presets (a failure to read them is reported, not raised)
-    """
-    from mission_gym.ppo.presets import load_presets
-
-    est = estimate_memory(shape)
-    card = f"{gpu_mem_gb:.1f} GiB" if gpu_mem_gb else "unknown size"
-    lines = [f"CUDA out of memory (card: {card}). The estimator's view of this run:", est.breakdown()]
-    try:
-        best, _ = largest_fitting_preset(gpu_mem_gb, ram_gb, load_presets() if presets is None else presets)
-    except (OSError, ValueError) as exc:
-        best = None
-        lines.append(f"(presets could not be read: {exc})")
-    if best:
-        lines.append(f"Largest preset that fits this card: --preset {best}.")
-    elif gpu_mem_gb:
-        lines.append("No preset fits this card; try --device cpu.")
-    lines.append(
-        "Other ways out: a smaller --batch-size (activations scale with it), a narrower --network-arch, "
-        "or stop other processes on the GPU (nvidia-smi)."
-    )
-    return "\n".join(lines)

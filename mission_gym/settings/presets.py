@@ -1,15 +1,19 @@
-"""Preset files: YAML files of :class:`~mission_gym.ppo.config.TrainConfig` fields.
+"""Preset files: YAML files of :class:`~mission_gym.settings.schema.TrainConfig` fields, read by the one
+:func:`load_preset`.
 
 The shipped presets live in ``mission_gym/presets/`` (``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, ``mujoco``,
 ``hopper``, ``walker2d``, ``halfcheetah``); a user file works the same way. A preset may start from another
 (``base: cpu``): its own keys are merged over the base's (mappings key by key, anything else, lists included,
 replaced), so one recipe serves several scales.
 ``auto`` is a *selector* (``selector: true``): it names the presets it picks from by hardware, and
-:mod:`mission_gym.launch.auto` makes the choice; here a selector is read, never run.
+:func:`load_preset` gives the one it picks on this machine (:func:`choose_preset`, by the rule of
+:mod:`mission_gym.settings.fit`).
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mission_gym.config.loader import deep_merge, suggest
 from mission_gym.config.yaml_io import ConfigError, read_yaml, validate
-from mission_gym.ppo.config import TrainConfig
+from mission_gym.hardware import detect_hardware
+from mission_gym.settings.fit import Verdict, pick, weigh
+from mission_gym.settings.schema import TrainConfig
 
 AUTO_PRESET = "auto"
 
@@ -36,7 +42,7 @@ def preset_names(directory: str | Path | None = None) -> list[str]:
 
 class AutoPreset(BaseModel):
     """A selector preset such as ``auto.yaml``: the preset it runs without CUDA, and the candidates it weighs with
-    the memory estimator when there is a GPU (see :func:`mission_gym.launch.auto.choose_auto_preset`)."""
+    the memory estimator when there is a GPU (see :func:`choose_preset`)."""
 
     model_config = ConfigDict(extra="forbid")
     selector: Literal[True] = True
@@ -61,6 +67,14 @@ def preset_path(name_or_path: str | Path, directory: str | Path | None = None) -
 
 
 def _read_mapping(path: Path) -> dict[str, Any]:
+    stat = path.stat()
+    return copy.deepcopy(_parsed(str(path.resolve()), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    """A preset file's mapping, read once per version of the file (a command weighs ``auto.yaml`` and its
+    candidates more than once)."""
     data = read_yaml(path)
     if data is None:
         return {}
@@ -88,12 +102,12 @@ def read_preset_data(name_or_path: str | Path, directory: str | Path | None = No
 
     :param name_or_path: a preset name or a YAML file path
     :param directory: where named presets live; None for the shipped ones
-    :raises ConfigError: for a selector (resolve it with :func:`mission_gym.launch.auto.load_preset`)
+    :raises ConfigError: for a selector (:func:`load_preset` resolves it)
     """
     path = preset_path(name_or_path, directory)
     data = _with_base(path, directory, seen=[])
     if data.get("selector") is True:
-        raise ConfigError(f"preset {path.stem!r} picks another preset by hardware; it is resolved by mission_gym.launch.auto")
+        raise ConfigError(f"preset {path.stem!r} picks another preset by hardware; a selector cannot pick a selector")
     name = path.stem if path.parent == (Path(directory) if directory is not None else presets_dir()) else str(path)
     return {"preset": name, **data}, str(path)
 
@@ -113,16 +127,72 @@ def _with_base(path: Path, directory: str | Path | None, seen: list[Path]) -> di
     return deep_merge(_with_base(base_path, directory, [*seen, path.resolve()]), data)
 
 
+def _load_run_preset(name_or_path: str | Path, directory: str | Path | None = None) -> TrainConfig:
+    data, source = read_preset_data(name_or_path, directory)
+    return validate(TrainConfig, data, source)
+
+
+def choose_preset(
+    gpu_mem_gb: float | None,
+    cores: int,
+    ram_gb: float,
+    directory: str | Path | None = None,
+    rules: AutoPreset | None = None,
+) -> str:
+    """The preset a selector runs on a machine (the rule: :mod:`mission_gym.settings.fit`).
+
+    :param gpu_mem_gb: total memory of the GPU in GiB, None without a CUDA GPU
+    :param cores: CPU cores available to the run
+    :param ram_gb: host RAM in GiB available to the run
+    :param directory: a directory of presets with an ``auto.yaml``; None for the package's own
+    :param rules: the parsed selector; None reads ``directory``'s ``auto.yaml``
+    """
+    rules = _auto_rules(directory) if rules is None else rules
+    return pick(weigh_candidates(gpu_mem_gb, cores, ram_gb, directory, rules), rules.cpu)
+
+
+def weigh_candidates(
+    gpu_mem_gb: float | None,
+    cores: int,
+    ram_gb: float,
+    directory: str | Path | None = None,
+    rules: AutoPreset | None = None,
+) -> list[Verdict]:
+    """The selector's GPU candidates weighed against a machine, in the order the rule tries them (none without a GPU).
+
+    :param directory: a directory of presets with an ``auto.yaml``; None for the package's own
+    :param rules: the parsed selector; None reads ``directory``'s ``auto.yaml``
+    """
+    rules = _auto_rules(directory) if rules is None else rules
+    if not gpu_mem_gb:
+        return []
+    return weigh({name: _load_run_preset(name, directory) for name in rules.gpu}, gpu_mem_gb, cores, ram_gb)
+
+
+def _auto_rules(directory: str | Path | None) -> AutoPreset:
+    found = read_selector(AUTO_PRESET, directory)
+    if found is None:
+        raise ConfigError(f"preset {AUTO_PRESET!r} in {directory or presets_dir()} is not a selector")
+    return found[0]
+
+
 def load_preset(name_or_path: str | Path, directory: str | Path | None = None) -> TrainConfig:
-    """Read and validate a run preset.
+    """Read and validate a preset; a selector such as ``auto`` gives the preset it picks on this machine.
 
     :param name_or_path: a shipped preset name (``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, ``mujoco``,
-        ``hopper``, ``walker2d``, ``halfcheetah``) or a YAML file path
+        ``hopper``, ``walker2d``, ``halfcheetah``, ``auto``) or a YAML file path
     :param directory: where named presets live; None for the shipped ones
     :raises ConfigError: naming the file and the key at fault
     """
-    data, source = read_preset_data(name_or_path, directory)
-    return validate(TrainConfig, data, source)
+    found = read_selector(name_or_path, directory)
+    if found is not None:
+        rules, path = found
+        hw = detect_hardware()
+        chosen = choose_preset(hw.gpu_mem_gb, hw.cores, hw.ram_gb, directory=path.parent, rules=rules)
+        if chosen == path.stem:
+            raise ConfigError(f"{path}: a selector cannot choose itself")
+        name_or_path, directory = chosen, path.parent
+    return _load_run_preset(name_or_path, directory)
 
 
 def load_presets(directory: str | Path | None = None) -> dict[str, TrainConfig]:
@@ -133,4 +203,4 @@ def load_presets(directory: str | Path | None = None) -> dict[str, TrainConfig]:
     names = [n for n in preset_names(directory) if not is_selector(n, directory)]
     if not names:
         raise FileNotFoundError(f"no presets (*.yaml) in {Path(directory) if directory is not None else presets_dir()}")
-    return {name: load_preset(name, directory) for name in names}
+    return {name: _load_run_preset(name, directory) for name in names}

@@ -1,20 +1,28 @@
-"""The ``train_ppo`` command line: its arguments, and the configuration a command line resolves to.
+"""The settings of a ``train_ppo`` command line: the flags that set the run's configuration, and the one way they
+travel: preset (``auto`` resolved for this machine), then the flags, then ``--hyperparams`` and ``--env-kwargs``
+(:func:`config_from_args`).
 
-``train_ppo`` parses with these arguments; the launcher reads its jobs' command lines with the same code
-(:func:`config_for_argv`) to size and admit them, so the two never disagree about what a flag means.
+``train_ppo`` defines its own flags and rules (:mod:`mission_gym.scripts.train_ppo`) and adds these; the launcher
+reads its jobs' command lines with the same code (:func:`config_for_argv`) to size and admit them, so the two never
+disagree about what a flag means.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError, parse_yaml, read_yaml, validate
-from mission_gym.launch import auto
-from mission_gym.ppo.config import TrainConfig, apply_overrides, schedule_changes, shadowed_overrides, split_hyperparams
 from mission_gym.rundir.directory import resolve_run_dir
+from mission_gym.settings.notes import config_notes
+from mission_gym.settings.overrides import apply_command_line, apply_overrides
+from mission_gym.settings.presets import AUTO_PRESET, load_preset
+from mission_gym.settings.schema import TrainConfig
+from mission_gym.vec import VEC_ENV_KINDS
 
+#: the help groups of :func:`add_settings_arguments` (``train_ppo`` titles them)
+GROUPS = ("what", "size", "machine", "run", "lineage")
 #: flag dest -> configuration field (when the flag is given)
 FLAG_FIELDS = (
     "env",
@@ -44,9 +52,14 @@ def _batch_size(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected a positive integer or 'auto', got {text!r}") from None
 
 
-def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    """Every ``train_ppo`` argument, in its help groups."""
-    what = p.add_argument_group("what to train")
+def add_settings_arguments(p: argparse.ArgumentParser, groups: Mapping[str, Any] | None = None) -> None:
+    """``train_ppo``'s flags that set the run's configuration (and ``--resume``/``--runs-dir``, which say where a
+    resumed run's configuration is read from), in ``train_ppo``'s help groups.
+
+    :param groups: ``what``, ``size``, ``machine``, ``run`` and ``lineage`` -> the argument group each goes in
+        (default: all in ``p``)
+    """
+    what, size, machine, run, lineage = (p if groups is None else groups[g] for g in GROUPS)
     what.add_argument(
         "--preset",
         metavar="NAME|PATH",
@@ -58,7 +71,6 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
         "--timesteps", type=int, metavar="N", help="total env steps of the run (schedule positions stay at their steps)"
     )
     what.add_argument("--seed", type=int, metavar="N", help="env i is seeded with seed+i; also torch's seed")
-    size = p.add_argument_group("rollout and update")
     size.add_argument("--n-envs", type=int, metavar="N", help="parallel envs")
     size.add_argument("--n-steps", type=int, metavar="N", help="steps per env per rollout")
     size.add_argument("--batch-size", type=_batch_size, metavar="N|auto", help="minibatch size; must divide n_envs*n_steps")
@@ -71,52 +83,16 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
         help="settings and PPO arguments, K=V or K:V, YAML values; dotted keys change one entry "
         "(learning_rate=1e-4 population.size=2 curriculum[0].value=4)",
     )
-    machine = p.add_argument_group("machine")
-    machine.add_argument("--vec-env", choices=["auto", "native", "subproc", "dummy"], help="vectorised env kind [auto]")
+    machine.add_argument("--vec-env", choices=["auto", *VEC_ENV_KINDS], help="vectorised env kind [auto]")
     machine.add_argument("--device", metavar="DEV", help="auto, cpu, cuda or cuda:<i> [auto]")
     machine.add_argument("--num-threads", type=int, metavar="N", help="learner torch threads [cores left after env workers]")
-    machine.add_argument(
-        "--backend", choices=["local", "ray"], default="local", help="where a population's members run [local]"
-    )
-    machine.add_argument("--ray-address", metavar="ADDR", help="with --backend ray: join this cluster [a local Ray]")
-    machine.add_argument(
-        "--no-memory-check",
-        action="store_true",
-        help="start even when the memory estimate exceeds the RAM (or GPU memory) available; by default such a run "
-        "is refused before anything is allocated, naming the largest --n-envs that fits",
-    )
-    machine.add_argument(
-        "--no-mps",
-        action="store_true",
-        help="a population's members on one GPU time-slice it; by default they share it through a private MPS "
-        "daemon, about 3x the steps/s (docs/gpu-guide.md)",
-    )
-    run = p.add_argument_group("run directory")
-    run.add_argument("--run-name", metavar="NAME", help="directory name under --runs-dir [<env>_<preset>_<time>]")
     run.add_argument("--runs-dir", default="runs", metavar="DIR", help="where runs live [runs]")
     run.add_argument("--eval-freq", type=int, metavar="STEPS", help="env steps between evaluations (0: final only)")
     run.add_argument("--eval-episodes", type=int, metavar="N", help="episodes per evaluation (fixed seeds)")
     run.add_argument("--save-freq", type=int, metavar="STEPS", help="env steps between checkpoints (0: final only)")
     run.add_argument("--keep-checkpoints", type=int, metavar="K", help="newest checkpoints to keep")
-    run.add_argument("--notes", metavar="TEXT", help="free text stored in lineage.json")
     run.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard events")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    track = p.add_argument_group("tracking (pip install 'mission_gym[track]')")
-    track.add_argument(
-        "--track", action="store_true", help="send the run to Weights & Biases (its TensorBoard events, its config)"
-    )
-    track.add_argument("--wandb-project", metavar="NAME", help="W&B project [mission_gym]")
-    track.add_argument("--wandb-entity", metavar="NAME", help="W&B entity, a user or team [the account's default]")
-    lineage = p.add_argument_group("resume and branch")
     lineage.add_argument("--resume", metavar="RUN|PATH", help="continue a run from its newest checkpoint")
-    lineage.add_argument(
-        "--stop-at",
-        type=int,
-        metavar="STEPS",
-        help="pause once this many env steps are trained (a checkpoint is saved; --resume continues)",
-    )
-    lineage.add_argument("--parent-checkpoint", metavar="PATH", help="start a new run from this model's weights")
-    lineage.add_argument("--branch-name", metavar="NAME", help="name of the branch (the new run's name unless --run-name)")
 
 
 def split_pair(item: str, flag: str) -> tuple[str, str]:
@@ -163,22 +139,16 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, list[str]]:
     """The configuration of a new run: the preset (``auto`` resolved for this machine), then the flags, then
     ``--hyperparams`` and ``--env-kwargs``; and notes for the user: what ``--timesteps`` did to its schedule, and
-    each given setting that a later phase or a population variant replaces (:func:`shadowed_overrides`).
+    each given setting that a later phase or a population variant replaces, a GPU preset without a GPU here
+    (:func:`~mission_gym.settings.notes.config_notes`).
 
     :raises ConfigError: for anything invalid, naming the flag or key
     """
-    overrides = flag_overrides(args)
-    fields, extra = split_hyperparams(parse_pairs(args.hyperparams, "--hyperparams"))
+    hyperparams = parse_pairs(args.hyperparams, "--hyperparams")
     env_kwargs = parse_pairs(args.env_kwargs, "--env-kwargs", nest=True)
-    preset = auto.load_preset(args.preset or auto.presets.AUTO_PRESET)
-    overrides.update(fields)
-    if extra:
-        overrides["hyperparams"] = {**preset.hyperparams, **extra}
-    if env_kwargs:
-        overrides["env_kwargs"] = env_kwargs  # merged into the preset's by apply_overrides
-    config = apply_overrides(preset, overrides)
-    given = {**overrides, "hyperparams": extra} if extra else dict(overrides)
-    return config, schedule_changes(preset, config) + shadowed_overrides(config, given) + auto.device_notes(config)
+    preset = load_preset(args.preset or AUTO_PRESET)
+    config, given = apply_command_line(preset, flag_overrides(args), hyperparams, env_kwargs)
+    return config, config_notes(preset, config, given)
 
 
 def config_for_argv(argv: Sequence[str]) -> TrainConfig:
@@ -187,7 +157,7 @@ def config_for_argv(argv: Sequence[str]) -> TrainConfig:
     :raises ConfigError: for a command line ``train_ppo`` would refuse
     """
     parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-    add_train_arguments(parser)
+    add_settings_arguments(parser)
     try:
         args, _ = parser.parse_known_args(list(argv))
     except (argparse.ArgumentError, SystemExit) as exc:

@@ -1,7 +1,7 @@
 """Memory estimator: host RAM and GPU memory of a PPO run, with a breakdown, before the run starts.
 
 Arithmetic only: a run's shape (:class:`RunShape`, plain values) and a few constants in, bytes out. Turning a
-configuration into a shape is :mod:`mission_gym.ppo.sizing`; measuring a real run is :mod:`mission_gym.ppo.measure`.
+configuration into a shape is :mod:`mission_gym.settings.sizing`; measuring a real run is :mod:`mission_gym.ppo.measure`.
 Every constant says where it came from: most were measured on the project's CPU machine (torch 2.13 CPU, SB3 2.9,
 numba 0.68, Python 3.11; peak RSS from ``getrusage``, worker memory from ``psutil``), the CUDA ones come from PyTorch
 maintainers' published figures and are marked *uncalibrated* until a GPU run of
@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from mission_gym.hardware import GB, MB
+from mission_gym.vec import VEC_ENV_KINDS
 
 # --- Host constants (measured here, see the module docstring for the machine) ----------------------------------
 # RSS of a process that imported torch + SB3 + mission_gym, built a MissionVecEnv and a PPO MlpPolicy (+80 MB: torch's
@@ -87,7 +88,6 @@ CUDA_ALLOC_FIXED_MB = 20.0
 # Headroom kept free when deciding whether a run fits: other processes, the desktop on a consumer GPU, fragmentation.
 FIT_FRACTION = 0.85
 
-VEC_ENV_KINDS = ("native", "dummy", "subproc")
 ACTION_KINDS = ("multidiscrete", "discrete", "box", "multibinary")
 # Bytes per element of the action as SB3 stores it (the action space's dtype).
 _ACTION_ITEMSIZE = {"multidiscrete": 8, "discrete": 8, "box": 4, "multibinary": 1}
