@@ -13,10 +13,10 @@ import pytest
 optuna = pytest.importorskip("optuna", reason="the search needs Optuna (pip install 'mission_gym[search]')")
 
 from mission_gym.config import ConfigError, read_yaml  # noqa: E402
-from mission_gym.launch.search import DEFAULT_SPACE, Search, load_space  # noqa: E402
 from mission_gym.scripts import search as search_cli  # noqa: E402
 from mission_gym.settings.overrides import apply_overrides  # noqa: E402
 from mission_gym.settings.presets import load_preset  # noqa: E402
+from mission_gym.sharing.search import DEFAULT_SPACE, Search, load_space  # noqa: E402
 
 SEARCH = [sys.executable, "-m", "mission_gym.scripts.search"]
 CARTPOLE = [
@@ -118,7 +118,7 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize("sampler", ["tpe", "random", "cmaes"])
 @pytest.mark.parametrize("pruner", ["median", "halving", "none"])
 def test_every_sampler_and_pruner_builds(sampler: str, pruner: str) -> None:
-    from mission_gym.launch.search import make_pruner, make_sampler
+    from mission_gym.sharing.search import make_pruner, make_sampler
 
     assert isinstance(make_sampler(sampler, seed=0, n_startup_trials=2), optuna.samplers.BaseSampler)
     assert isinstance(make_pruner(pruner, n_startup_trials=2, n_evaluations=4), optuna.pruners.BasePruner)

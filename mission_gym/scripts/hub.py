@@ -43,7 +43,7 @@ def build_parser() -> CliParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from mission_gym.config.yaml_io import ConfigError
-    from mission_gym.launch import hub
+    from mission_gym.sharing import hub
 
     try:
         if args.command == "push":

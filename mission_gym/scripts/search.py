@@ -6,7 +6,7 @@
     mission-search --preset mujoco --env Hopper-v5 --space my_space.yaml --out presets/hopper_best.yaml
     mission-train --preset runs/cpu_search/best.yaml                         # train the best configuration
 
-The train_ppo flags set what every trial shares; the space (--space, default mission_gym/launch/search_space.yaml)
+The train_ppo flags set what every trial shares; the space (--space, default mission_gym/sharing/search_space.yaml)
 what is sampled. The best configuration so far is written as a preset YAML after each process's trials.
 """
 
@@ -22,8 +22,8 @@ NOT_FOR_SEARCH = ("resume", "parent_checkpoint", "branch_name", "stop_at", "run_
 
 
 def build_parser() -> CliParser:
-    from mission_gym.launch.search import PRUNERS, SAMPLERS
     from mission_gym.scripts.train_ppo import add_arguments as add_train_arguments
+    from mission_gym.sharing.search import PRUNERS, SAMPLERS
 
     p = CliParser(
         prog="mission-search",
@@ -48,7 +48,7 @@ def build_parser() -> CliParser:
     search.add_argument(
         "--study-name", metavar="NAME", help="the study (and its directory under --runs-dir) [<env>_<preset>_search_<time>]"
     )
-    search.add_argument("--space", metavar="YAML", help="the search space [mission_gym/launch/search_space.yaml]")
+    search.add_argument("--space", metavar="YAML", help="the search space [mission_gym/sharing/search_space.yaml]")
     search.add_argument("--out", metavar="YAML", help="where the best configuration goes [RUNS_DIR/STUDY/best.yaml]")
     search.add_argument("--sampler-seed", type=int, metavar="N", help="the sampler's seed [random]")
     add_train_arguments(p)
@@ -59,12 +59,12 @@ def build_parser() -> CliParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from mission_gym.config.yaml_io import ConfigError, dump_yaml
-    from mission_gym.launch.search import Search, load_space
     from mission_gym.optional import require
     from mission_gym.ppo.trainer import Trainer
     from mission_gym.rundir.directory import default_run_name
     from mission_gym.settings.command import config_from_args
     from mission_gym.settings.overrides import apply_overrides
+    from mission_gym.sharing.search import Search, load_space
 
     try:
         given = [f for f in NOT_FOR_SEARCH if getattr(args, f) is not None]

@@ -195,8 +195,8 @@ _TRACK_POPULATION = (
 
 def _train_tracked(trainer: Any, args: argparse.Namespace, callbacks: list[Any], after_eval: Any) -> Any:
     """Train inside a W&B run (``--track``); a resumed run continues its W&B run (its id is in metadata.json)."""
-    from mission_gym.launch.tracking import tracked
     from mission_gym.rundir.files import read_json
+    from mission_gym.sharing.tracking import tracked
 
     previous = read_json(trainer.run / "metadata.json").get("wandb") or {}
     with tracked(trainer.run.path, trainer.config, args.wandb_project, args.wandb_entity, previous.get("id")) as run:
