@@ -22,7 +22,7 @@ from mission_gym.dashboard.charts import Series, fmt_num, line_chart, nice_ticks
 from mission_gym.dashboard.frames import frame_sets
 from mission_gym.dashboard.layout import fmt_duration
 from mission_gym.dashboard.members import branch_rows, load_members
-from mission_gym.dashboard.pages import parent_run, wilson_interval
+from mission_gym.dashboard.pages import parent_run
 from mission_gym.dashboard.runs import load_run, read_csv_columns, wall_seconds
 
 EVIL = "<script>alert('x')</script> & \"quotes\""
@@ -121,8 +121,6 @@ def test_chart_helpers() -> None:
     assert nice_ticks(0, 1) == [0, 0.2, 0.4, 0.6, 0.8, 1.0]
     assert nice_ticks(-48, 197)[0] >= -48 and len(nice_ticks(-48, 197)) >= 3
     assert [fmt_num(v) for v in (2969.4, 81920, 1.5e6, 0.25, 0)] == ["2969", "81.9k", "1.5M", "0.25", "0"]
-    lo, hi = wilson_interval(np.array([0.5, 1.0, 0.3]), np.array([20, 20, 0]))
-    assert 0.25 < lo[0] < 0.5 < hi[0] < 0.75 and hi[1] == 1.0 and np.isnan(lo[2])
     svg = line_chart([Series("a<b", [1, 2, 3], [1.0, np.nan, 2.0])], "t&t")
     assert "a&lt;b" in svg and "t&amp;t" in svg and svg.count("<circle") == 2  # NaN splits the line into two dots
     # cut labels that would overlap go a line lower; one far enough along goes back to the top line

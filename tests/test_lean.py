@@ -7,7 +7,6 @@ import pytest
 import torch
 from stable_baselines3 import PPO
 
-from mission_gym.ppo.entropy import lean_entropy
 from mission_gym.ppo.lean import FastTanh, LeanPPO
 from mission_gym.vec.factory import make_vec_env
 
@@ -21,7 +20,6 @@ def train(cls: type, env_id: str, ent_coef: float, n_envs: int, kind: str, rollo
     try:
         model = cls("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=3, learning_rate=1e-3, ent_coef=ent_coef,
                     seed=3, device="cpu", policy_kwargs={"net_arch": [32, 32]})  # fmt: skip
-        lean_entropy(model)  # as the trainer does
         model.learn(rollouts * n_envs * 32)
         state = {k: v.clone() for k, v in model.policy.state_dict().items()}
         state.update({f"adam/{k}/{n}": s[n] for k, s in model.policy.optimizer.state_dict()["state"].items()

@@ -19,8 +19,9 @@ from urllib.parse import quote
 import numpy as np
 
 from mission_gym.dashboard.charts import PALETTE, Series, fmt_num, line_chart
-from mission_gym.dashboard.layout import atomic_write, cards, charts_grid, esc, fmt, fmt_duration, page, status_badge, swatch
-from mission_gym.dashboard.runs import RunData, col, eval_points, is_run_dir, load_run, parse_time, read_json
+from mission_gym.dashboard.layout import cards, charts_grid, esc, fmt, fmt_duration, page, status_badge, swatch
+from mission_gym.dashboard.runs import RunData, col, eval_points, is_run_dir, load_run, parse_time
+from mission_gym.rundir.files import atomic_write_text, read_json
 
 LAUNCHES_DIR = "_launches"
 SUMMARY_FILE = "summary.json"
@@ -225,7 +226,7 @@ def write_launch_page(launch_dir: str | Path) -> Path:
     if not is_launch_dir(launch_dir):
         raise FileNotFoundError(f"{str(launch_dir)!r} holds no {SUMMARY_FILE}: not a launch that has ended")
     out = launch_dir / LAUNCH_PAGE
-    atomic_write(out, launch_page(launch_dir))
+    atomic_write_text(out, launch_page(launch_dir))
     return out
 
 

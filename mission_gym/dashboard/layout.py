@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import html
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from mission_gym.dashboard.charts import fmt_num
 
@@ -164,23 +160,3 @@ def kv_table(data: Mapping[str, Any]) -> str:
     """A two-column table of a (nested) mapping, nested keys dotted."""
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(_cell(v))}</td></tr>" for k, v in _flatten(data))
     return f"<table>{rows}</table>" if rows else '<p class="muted">none recorded</p>'
-
-
-def wilson_interval(p: np.ndarray, n: np.ndarray, z: float = 1.96) -> tuple[np.ndarray, np.ndarray]:
-    """The Wilson score interval of win rates ``p`` over ``n`` episodes (NaN where n is not positive)."""
-    p, n = np.asarray(p, dtype=np.float64), np.asarray(n, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        denom = 1 + z**2 / n
-        centre = (p + z**2 / (2 * n)) / denom
-        half = z * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
-    bad = ~(n > 0)
-    lo, hi = np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
-    lo[bad], hi[bad] = np.nan, np.nan
-    return lo, hi
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file, so a reader never sees half a page."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)

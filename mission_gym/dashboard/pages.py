@@ -21,7 +21,6 @@ from mission_gym.dashboard.frames import FRAMES_DIR, frame_sets
 from mission_gym.dashboard.launches import is_launch_dir, launches_table, list_launches, write_launch_page
 from mission_gym.dashboard.layout import (
     AUTO_REFRESH_S,
-    atomic_write,
     cards,
     charts_grid,
     esc,
@@ -30,7 +29,6 @@ from mission_gym.dashboard.layout import (
     kv_table,
     page,
     status_badge,
-    wilson_interval,
 )
 from mission_gym.dashboard.members import Member, fate_badge, load_members, members_section, population_cards, summary_line
 from mission_gym.dashboard.members import member_tree as _member_tree
@@ -45,6 +43,7 @@ from mission_gym.dashboard.runs import (
     population_of,
     wall_seconds,
 )
+from mission_gym.rundir.files import atomic_write_text
 
 DASHBOARD_FILE = "dashboard.html"
 INDEX_FILE = "index.html"
@@ -69,9 +68,7 @@ def run_charts(run: RunData) -> dict[str, list[str]]:
     learning.append(line_chart(ret, "Episode return", chart_id="return"))
     win = [Series("rollout win rate", x, v) for v in [col(p, "mission/win_rate")] if v is not None]
     if ex is not None and col(ev, "win_rate") is not None:  # a Gymnasium task's evaluations.csv has the column, empty
-        lo = hi = None
-        if (n := ev.get("n_episodes")) is not None:
-            lo, hi = wilson_interval(ev["win_rate"], n)
+        lo, hi = ev.get("win_ci_low"), ev.get("win_ci_high")  # the interval evaluations.csv records
         win.append(Series("evaluation (95% CI)", ex, ev["win_rate"], kind="points", lo=lo, hi=hi, color=PALETTE[1]))
     if win:
         learning.append(line_chart(win, "Win rate", y_range=(0.0, 1.0), y_fmt="percent", chart_id="win_rate"))
@@ -382,7 +379,7 @@ def write_run_dashboard(run_dir: str | Path) -> Path:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
     out = run_dir / DASHBOARD_FILE
-    atomic_write(out, run_page(load_run(run_dir)))
+    atomic_write_text(out, run_page(load_run(run_dir)))
     return out
 
 
@@ -396,7 +393,7 @@ def write_index(runs_dir: str | Path) -> Path:
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"runs directory {str(runs_dir)!r} does not exist")
     out = runs_dir / INDEX_FILE
-    atomic_write(out, index_page(runs_dir))
+    atomic_write_text(out, index_page(runs_dir))
     return out
 
 
@@ -475,7 +472,6 @@ __all__ = [
     "refresh_dashboards",
     "run_charts",
     "run_page",
-    "wilson_interval",
     "write_dashboards",
     "write_index",
     "write_launch_pages",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import time
@@ -20,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from mission_gym.rundir.files import TIME_FORMAT, read_json
+
 RUN_MARKERS: tuple[str, ...] = ("config.yaml", "metadata.json", "lineage.json", "progress.csv")
 FRAMES_DIR = "frames"
 POPULATION_FILE = "population.json"  # what makes a run directory a population run (launch/population.py writes it)
 MEMBERS_DIR = "members"
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # metadata.json's times (rundir.files.now)
 
 
 @dataclass
@@ -94,16 +94,6 @@ def read_csv_columns(path: str | Path) -> dict[str, np.ndarray]:
         return {c: np.zeros(0) for c in cached.columns}
     table = np.vstack(cached.rows)
     return {c: table[:, j] for j, c in enumerate(cached.columns)}
-
-
-def read_json(path: str | Path) -> dict[str, Any]:
-    """A JSON object from ``path``; ``{}`` when missing or unreadable (e.g. mid-write)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {"value": data}
 
 
 def read_text(path: str | Path, limit: int = 200_000) -> str | None:
@@ -204,7 +194,8 @@ def eval_points(run: RunData) -> dict[str, np.ndarray]:
     """Evaluation results from evaluations.csv, else from the ``eval/*`` columns of progress.csv."""
     ev = run.evaluations
     if col(ev, "timesteps") is not None:
-        return {k: v for k, v in ev.items() if k in ("timesteps", "win_rate", "mean_return", "std_return", "n_episodes")}
+        keep = ("timesteps", "win_rate", "win_ci_low", "win_ci_high", "mean_return", "std_return", "n_episodes")
+        return {k: v for k, v in ev.items() if k in keep}
     out = {}
     for src, dst in (("eval/win_rate", "win_rate"), ("eval/mean_return", "mean_return")):
         if (v := col(run.progress, src)) is not None:

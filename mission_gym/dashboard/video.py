@@ -1,17 +1,16 @@
 """Episodes as pictures: mp4/gif videos of a model, a run or a scripted baseline, and the evaluation
 filmstrips the dashboard shows.
 
-A *policy* here maps one observation to one action. :func:`load_policy` builds one from a baseline
-name (``greedy``, ``random``), a run name or a model file.
+A *policy* here maps one observation to one action: :func:`mission_gym.ppo.agent.load_policy` builds one from a
+baseline name (``greedy``, ``random``), a run name or a model file.
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,84 +19,9 @@ import numpy as np
 from PIL import Image
 
 from mission_gym.dashboard.frames import write_eval_frames
+from mission_gym.ppo.agent import Policy, PolicySource
 
-Policy = Callable[[np.ndarray], np.ndarray]
 VIDEO_SUFFIXES: tuple[str, ...] = (".mp4", ".gif")
-BASELINES: tuple[str, ...] = ("greedy", "random")
-
-
-@dataclass
-class PolicySource:
-    """A policy and the env it acts in.
-
-    :param policy: observation -> action
-    :param env_id: Gymnasium id of the env
-    :param env_kwargs: keyword arguments for ``gymnasium.make``
-    :param label: what to call it in messages
-    """
-
-    policy: Policy
-    env_id: str
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    label: str = ""
-
-    def make_env(self) -> gym.Env:
-        """A fresh ``rgb_array`` env for this policy."""
-        import mission_gym.envs  # noqa: F401  (registers MissionGym-v0)
-
-        return gym.make(self.env_id, render_mode="rgb_array", **self.env_kwargs)
-
-
-def load_policy(
-    source: str | None = None,
-    baseline: str | None = None,
-    runs_dir: str | Path = "runs",
-    seed: int | None = None,
-    env_kwargs: dict[str, Any] | None = None,
-    device: str = "cpu",
-) -> PolicySource:
-    """A policy from a model file or run name (``source``) or a scripted baseline (``baseline``).
-
-    :param source: a model ``.zip``, a run directory or a run name under ``runs_dir``
-    :param baseline: ``greedy`` or ``random`` (Mission Gym only)
-    :param runs_dir: where run names are looked up
-    :param seed: seed of the random baseline
-    :param env_kwargs: env keyword arguments (for a model, merged over those it was trained with)
-    :param device: torch device for a model
-    :raises ValueError: for a bad name or combination (the message suggests valid names)
-    """
-    if (source is None) == (baseline is None):
-        raise ValueError("give exactly one of a MODEL/RUN or --policy greedy|random")
-    if baseline is not None:
-        if baseline not in BASELINES:
-            close = difflib.get_close_matches(baseline, BASELINES, n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise ValueError(f"unknown policy {baseline!r}; valid: {', '.join(BASELINES)}{hint}")
-        from mission_gym.baselines import make_policy
-        from mission_gym.envs import ENV_ID, MissionEnv
-
-        kwargs = dict(env_kwargs or {})
-        try:
-            probe = MissionEnv(**kwargs)
-        except OSError as exc:
-            raise ValueError(str(exc)) from exc
-        batch_policy = make_policy(baseline, probe.config, seed=seed)
-        probe.close()
-        return PolicySource(lambda obs: batch_policy(obs[None])[0], ENV_ID, kwargs, label=f"{baseline} baseline")
-    try:
-        from mission_gym.ppo.agent import load_agent
-    except ImportError as exc:
-        raise ValueError(f"loading a trained model needs mission_gym.ppo.agent, which failed to import: {exc}") from exc
-    try:
-        agent = load_agent(source, runs_dir=runs_dir, device=device)
-    except (FileNotFoundError, KeyError) as exc:
-        raise ValueError(str(exc).strip("'\"")) from exc
-
-    def policy(obs: np.ndarray) -> np.ndarray:
-        out = agent.predict(obs, deterministic=True)
-        return out[0] if isinstance(out, tuple) else out
-
-    return PolicySource(policy, agent.env_id, {**(agent.env_kwargs or {}), **(env_kwargs or {})}, label=str(source))
 
 
 def frame_grabber(env: gym.Env, width: int) -> Callable[[], np.ndarray]:
@@ -325,7 +249,7 @@ def record_video(
     The file is written under a temporary name and renamed when complete.
 
     :param out: ``.mp4`` or ``.gif`` path (parent folders are created)
-    :param source: the policy and its env (see :func:`load_policy`)
+    :param source: the policy and its env (see :func:`~mission_gym.ppo.agent.load_policy`)
     :param episodes: how many episodes, with reset seeds ``seed``, ``seed + 1``, ...
     :param seed: first episode's seed
     :param max_steps: cut each episode after this many steps

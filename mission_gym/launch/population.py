@@ -99,14 +99,9 @@ class PopulationResult:
         lines = [f"{self.status}: population run {self.run_dir} in {self.wall_s:.1f} s"]
         if self.winner is not None and self.record is not None:
             rec = self.record
-            win = (
-                ""
-                if rec.win_rate is None
-                else f"win rate {100 * rec.win_rate:.1f}% ({rec.win_ci_low:.2f}-{rec.win_ci_high:.2f})  "
-            )
             lines.append(
                 f"  best: member {self.winner}'s {self.winner_model} at {rec.timesteps:,} steps, "
-                f"{rec.n_episodes} evaluation episodes: {win}return {rec.mean_return:.2f}"
+                f"{rec.n_episodes} evaluation episodes: {rec.win_text(decimals=1)}return {rec.mean_return:.2f}"
             )
         if self.message:
             lines.append(f"  {self.message}")

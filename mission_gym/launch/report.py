@@ -15,6 +15,7 @@ from rich.table import Table
 
 from mission_gym.launch.jobs import Job
 from mission_gym.rundir.directory import read_last_progress
+from mission_gym.rundir.files import now
 
 #: states a job can end in, and which count as success
 FINAL_STATES = ("done", "failed", "interrupted", "killed", "skipped", "cancelled")
@@ -101,8 +102,8 @@ class JobRecord:
 
 
 def _stamp(t: float | None) -> str | None:
-    """A POSIX time as metadata.json writes times (``rundir.files.now``), for the launch's page."""
-    return None if t is None else time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t))
+    """A POSIX time as metadata.json writes times, for the launch's page."""
+    return None if t is None else now(t)
 
 
 def log_tail(path: Path, lines: int = 20) -> list[str]:

@@ -16,7 +16,6 @@ from mission_gym import ENV_ID
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import available_cores, enable_tf32, learner_threads
 from mission_gym.ppo import parts
-from mission_gym.ppo.entropy import lean_entropy
 from mission_gym.ppo.portable import restore_schedules
 from mission_gym.ppo.schedules import learning_rate_schedule
 from mission_gym.rundir.directory import vecnormalize_path
@@ -175,7 +174,6 @@ def build_run(
                 compare_spaces(parent, venv.observation_space, venv.action_space)
             policy, kwargs = ppo_kwargs(config)
             model = PPO(policy, venv, device=device, seed=config.seed, verbose=0, **kwargs)
-        lean_entropy(model)
         if isinstance(model, LeanPPO):
             model.compile_update = config.compile_update
         if parent is not None:

@@ -26,10 +26,10 @@ PyTorch's fused kernel (1e-7 from the per-tensor loop), and the probabilities of
 their ``exp`` rather than their ``softmax`` (the CPU softmax over a short last dimension is about 20 times slower; the
 entropy term of a phase with a nonzero ``ent_coef`` took a sixth of its update).
 
-``tests/test_lean.py`` checks that with ``exact = True`` a run trains to the same bits as SB3's ``PPO`` (with the
-trainer's lean entropy) and that the default stays within float tolerance of it. Other action spaces (Discrete,
-MultiBinary, squashed or gSDE Gaussians) and policies other than SB3's actor-critic MLP fall back to SB3's own code
-for the step they do not cover.
+``tests/test_lean.py`` checks that with ``exact = True`` a run trains to the same bits as SB3's ``PPO`` and that
+the default stays within float tolerance of it. Other action spaces (Discrete, MultiBinary, squashed or gSDE
+Gaussians) and policies other than SB3's actor-critic MLP fall back to SB3's own code for the step they do not
+cover.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ from stable_baselines3.common.distributions import DiagGaussianDistribution, Mul
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from torch.nn import functional as F
+
+from mission_gym.ppo.entropy import LeanEntropy, entropy_no_grad
 
 _ROLLOUT_ARRAYS = ("observations", "actions", "values", "log_probs", "advantages", "returns")
 
@@ -84,8 +86,9 @@ class FastTanh(th.nn.Module):
         return _SigmoidTanh.apply(x) if x.numel() >= self.min_elements else th.tanh(x)
 
 
-class LeanPPO(PPO):
-    """SB3's ``PPO``, with a leaner update and rollout for SB3's actor-critic policies (see the module doc).
+class LeanPPO(LeanEntropy, PPO):
+    """SB3's ``PPO``, with a leaner update and rollout for SB3's actor-critic policies (see the module doc), and the
+    graph-free entropy while ``ent_coef`` is 0 (:class:`~mission_gym.ppo.entropy.LeanEntropy`).
 
     Takes and saves exactly what ``PPO`` does; a model saved by it loads with ``PPO.load`` and vice versa.
 
@@ -273,9 +276,7 @@ class LeanPPO(PPO):
         logits = logits - logits.logsumexp(dim=-1, keepdim=True)  # what Categorical(logits=...) keeps
         log_prob = logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1).sum(dim=1)
         if float(self.ent_coef) == 0.0:  # only logged: no graph (see mission_gym.ppo.entropy)
-            with th.no_grad():
-                clamped = th.clamp(logits, min=th.finfo(logits.dtype).min)
-                entropy = -(clamped.exp() * clamped).sum(-1).sum(dim=1)
+            entropy = entropy_no_grad(logits).sum(dim=1)
         else:
             clamped = th.clamp(logits, min=th.finfo(logits.dtype).min)
             entropy = -(clamped * self._probs(logits)).sum(-1).sum(dim=1)

@@ -114,13 +114,8 @@ class TrainResult:
         ]
         ev = self.final_eval
         if ev is not None:
-            win = (
-                ""
-                if ev.win_rate is None
-                else f"win rate {100 * ev.win_rate:.0f}% ({ev.win_ci_low:.2f}-{ev.win_ci_high:.2f})  "
-            )
             lines.append(
-                f"  final eval ({ev.n_episodes} episodes): {win}return {ev.mean_return:.2f} ± {ev.std_return:.2f}  "
+                f"  final eval ({ev.n_episodes} episodes): {ev.win_text()}return {ev.mean_return:.2f} ± {ev.std_return:.2f}  "
                 f"length {ev.mean_ep_length:.0f}"
             )
         if self.checkpoint is not None:

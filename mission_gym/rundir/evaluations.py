@@ -47,6 +47,16 @@ class EvalRecord:
     def row(self) -> dict[str, Any]:
         return {k: ("" if getattr(self, k) is None else getattr(self, k)) for k in EVAL_COLUMNS}
 
+    def win_text(self, decimals: int = 0) -> str:
+        """The win rate and its 95% interval as a summary line says them (``win rate 13% (0.09-0.18)``, two spaces
+        after); empty for an env without a win rate.
+
+        :param decimals: of the percentage
+        """
+        if self.win_rate is None:
+            return ""
+        return f"win rate {100 * self.win_rate:.{decimals}f}% ({self.win_ci_low:.2f}-{self.win_ci_high:.2f})  "
+
     def score(self) -> tuple[float, float]:
         """What "best" means: win rate first (Mission Gym), then mean return."""
         return (self.win_rate if self.win_rate is not None else -math.inf, self.mean_return)

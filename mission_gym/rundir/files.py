@@ -75,13 +75,13 @@ def atomic_save_all(files: Sequence[tuple[str | Path, Callable[[IO[Any]], None]]
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
+def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None) -> Iterator[IO[Any]]:
     """Open a temporary file next to ``path``; on success it is flushed to disk and renamed over ``path`` (on an
     error nothing changes and the temporary file is deleted)."""
     path = Path(path)
     tmp = temp_path(path)
     try:
-        with open(tmp, mode) as f:
+        with open(tmp, mode, encoding=encoding) as f:
             yield f
             _flush_to_disk(f, path)
         os.replace(tmp, path)
@@ -91,14 +91,9 @@ def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write a text file atomically."""
-    with atomic_open(path, "w") as f:
+    """Write a UTF-8 text file atomically (a run's YAML and JSON files, the dashboards' pages)."""
+    with atomic_open(path, "w", encoding="utf-8") as f:
         f.write(text)
-
-
-def atomic_save(path: str | Path, save: Callable[[IO[bytes]], None]) -> None:
-    """Atomically write a binary file with ``save(file_object)`` (e.g. ``model.save``)."""
-    atomic_save_all([(path, save)])
 
 
 def atomic_copy(src: str | Path, dst: str | Path) -> None:
@@ -131,12 +126,20 @@ def write_json(path: str | Path, data: dict[str, Any]) -> None:
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
+    """A JSON object from ``path``; ``{}`` when missing or unreadable (e.g. written by an older version, or cut short
+    by a full disk), ``{"value": data}`` for JSON that is not an object."""
     try:
-        return json.loads(Path(path).read_text())
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
     except (OSError, ValueError):
         return {}
+    return data if isinstance(data, dict) else {"value": data}
 
 
-def now() -> str:
-    """The local time, as ``metadata.json`` records it."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+#: how a run's files record times (``metadata.json``, the lock, a launch's summary)
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
+
+
+def now(seconds: float | None = None) -> str:
+    """The local time (``seconds`` since the epoch, default now) as a run's files record it."""
+    return time.strftime(TIME_FORMAT, time.localtime(seconds))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from mission_gym.config.yaml_io import ConfigError
+from mission_gym.rundir.files import now
 
 LOCK_FILE = ".lock"
 #: how long a refused process waits for a holder that has the lock but has not written its name yet
@@ -92,7 +93,7 @@ class RunLock:
             f.close()
             raise
         previous = _read_record(f)
-        record = {"pid": os.getpid(), "host": platform.node(), "command": self.command, "since": _now()}
+        record = {"pid": os.getpid(), "host": platform.node(), "command": self.command, "since": now()}
         try:
             f.seek(0)
             f.truncate()
@@ -135,7 +136,3 @@ def lock_run(run_dir: str | Path, command: str | None = None) -> RunLock:
     if note:
         print(f"note: {note}", flush=True)
     return lock
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")

@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     import gymnasium as gym
 
     from mission_gym import ENV_ID
-    from mission_gym.dashboard.video import load_policy
     from mission_gym.envs.rendering import require_pygame
+    from mission_gym.ppo.agent import load_policy
 
     try:
         source = load_policy(args.model, args.policy, runs_dir=args.runs_dir, seed=args.seed, device=args.device)

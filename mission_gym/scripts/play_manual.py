@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
 
-from mission_gym.scripts.cli import one_line_missing_extras
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports bad input as one line (exit status 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see --help)\n")
+from mission_gym.scripts.cli import CliParser, one_line_missing_extras
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from mission_gym.envs.manual import KEYS_HELP
 
-    parser = OneLineParser(
+    parser = CliParser(
         prog="python -m mission_gym.scripts.play_manual",
         description="Play Mission Gym: steer the attackers to capture the objective while the defenders hunt them.",
         epilog=KEYS_HELP,

@@ -12,21 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from typing import NoReturn
 
-from mission_gym.dashboard.video import check_video_args, load_policy, record_video
-from mission_gym.scripts.cli import one_line_missing_extras
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports bad input as one line (exit status 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see --help)\n")
+from mission_gym.dashboard.video import check_video_args, record_video
+from mission_gym.ppo.agent import load_policy
+from mission_gym.scripts.cli import CliParser, one_line_missing_extras
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = OneLineParser(
+    parser = CliParser(
         prog="python -m mission_gym.scripts.record_video",
         description="Record N episodes as an mp4 (H.264 via imageio-ffmpeg) or a gif, with the HUD drawn on each frame.",
     )
