@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from mission_gym.config.yaml_io import ConfigError
-from mission_gym.launch.population import member_seeds, stages
+from mission_gym.launch.members import member_seeds, stages
 from mission_gym.rundir.directory import RunDir
 from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.settings.overrides import apply_overrides
@@ -314,7 +314,7 @@ def test_scoring_on_several_cores_plays_the_same_games_as_one(tmp_path):
     worker outlives the scoring."""
     import psutil
 
-    from mission_gym.launch.population import saved_timesteps, score_models, scoring_workers
+    from mission_gym.launch.scoring import saved_timesteps, score_models, scoring_workers
 
     proc = run_cli(["--preset", "quick", "--timesteps", "1024", "--save-freq", "512", "--run-name", "r"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -30,8 +30,9 @@ from mission_gym.dashboard.layout import (
     page,
     status_badge,
 )
-from mission_gym.dashboard.members import Member, fate_badge, load_members, members_section, population_cards, summary_line
-from mission_gym.dashboard.members import member_tree as _member_tree
+from mission_gym.dashboard.members import Member, load_members
+from mission_gym.dashboard.population import fate_badge, members_section, population_cards, summary_line
+from mission_gym.dashboard.population import member_tree as _member_tree
 from mission_gym.dashboard.runs import (
     MEMBERS_DIR,
     RunData,

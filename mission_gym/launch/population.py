@@ -22,28 +22,24 @@ directory's.
 
 from __future__ import annotations
 
-import json
-import multiprocessing
-import os
 import shutil
 import signal
 import time
 import warnings
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
-from mission_gym.hardware import core_ids, parent_death_signal
+from mission_gym.hardware import core_ids
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import LocalLauncher
+from mission_gym.launch.members import check_variant, clone_member, member_config, member_seeds, stages
 from mission_gym.launch.report import JobRecord
-from mission_gym.ppo.callbacks import eval_record
+from mission_gym.launch.scoring import describe_score, saved_timesteps, score_models, scoring_workers
 from mission_gym.ppo.trainer import EXIT_SIGNAL, Trainer
 from mission_gym.rundir.directory import (
     RunDir,
@@ -56,9 +52,8 @@ from mission_gym.rundir.directory import (
 )
 from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.rundir.files import atomic_copy, atomic_write_text, now, read_json, remove_stale_temps, write_json
-from mission_gym.rundir.lock import LOCK_FILE, RunLock, lock_run
-from mission_gym.settings.schema import Population, TrainConfig
-from mission_gym.settings.variants import apply_variant
+from mission_gym.rundir.lock import RunLock, lock_run
+from mission_gym.settings.schema import TrainConfig
 
 MEMBERS = "members"
 STATE = "population.json"
@@ -68,18 +63,6 @@ BACKENDS = ("local", "ray")
 #: what :class:`PopulationRun` calls after each cut (the end included) is written to ``population.json``: the run
 #: directory and the cut's record. ``train_ppo`` refreshes the run's dashboard with it (this layer knows no dashboards).
 CutHook = Callable[[Path, dict[str, Any]], None]
-
-
-def member_seeds(seed: int, size: int) -> list[int]:
-    """The members' seeds: the run's own first, then independent streams drawn from it."""
-    children = np.random.SeedSequence(seed).spawn(size - 1)
-    return [seed] + [int(c.generate_state(1)[0] % 2**31) for c in children]
-
-
-def stages(config: TrainConfig) -> list[tuple[int, int]]:
-    """``(step, members kept after it)`` for each cut, then ``(timesteps, 1)`` for the end of the run."""
-    cuts = [(c.at, c.keep) for c in config.population.cuts]
-    return [*cuts, (config.timesteps, 1)]
 
 
 @dataclass
@@ -177,7 +160,7 @@ class PopulationRun:
         config = config.model_copy(update={"batch_size": checked.config.batch_size, "vec_env": checked.config.vec_env})
         seeds = member_seeds(config.seed, config.population.size)
         variants = config.population.variants
-        recipes = [_check_variant(config, v, i, memory_check) for i, v in enumerate(variants)] if variants else [config]
+        recipes = [check_variant(config, v, i, memory_check) for i, v in enumerate(variants)] if variants else [config]
         configs = [member_config(recipes[k % len(recipes)], s) for k, s in enumerate(seeds)]
 
         run.create()
@@ -293,7 +276,7 @@ class PopulationRun:
             kept = list(dict.fromkeys(s["member"] for s in ranked))[:keep]
             for s in ranked:
                 mark = "*" if (s is ranked[0] if final else s["member"] in kept) else " "
-                print(f"  {mark} {s['member']:>4} {s['model']:<28} {_describe(EvalRecord(**s['record']))}")
+                print(f"  {mark} {s['member']:>4} {s['model']:<28} {describe_score(EvalRecord(**s['record']))}")
             n_clones = 0 if final else self.config.population.cuts[i].clones
             clones = self._clone(kept[0], step, n_clones)
             if clones:
@@ -364,23 +347,7 @@ class PopulationRun:
         for _ in range(n):
             k = len(members)
             name, seed = f"m{k}", member_seeds(self.config.seed, k + 1)[k]
-            dst, tmp = self.members_dir / name, self.members_dir / f".{name}.partial"
-            for leftover in (dst, tmp):  # from a session stopped before this cut was recorded
-                if leftover.exists():
-                    shutil.rmtree(leftover)
-            # not the source's lock, nor a file a killed writer left half-written
-            shutil.copytree(self.members_dir / best, tmp, ignore=shutil.ignore_patterns(LOCK_FILE, ".*.tmp*"))
-            recipe = read_yaml(self.members_dir / f"{best}.yaml")  # the source's own (its variant's) configuration
-            saved = read_yaml(tmp / "config.yaml")  # the source's finalised configuration, but the seed
-            atomic_write_text(tmp / "config.yaml", dump_yaml({**saved, "seed": seed}))
-            clone_of = {"member": best, "step": step}
-            lineage = read_json(tmp / "lineage.json")
-            write_json(tmp / "lineage.json", {**lineage, "run": name, "clone_of": clone_of})
-            RunDir(tmp).update_metadata(run=name, clone_of=clone_of)
-            os.replace(tmp, dst)
-            atomic_write_text(self.members_dir / f"{name}.yaml", dump_yaml({**recipe, "seed": seed}))
-            with open(self.members_dir / f"{name}.log", "w") as log:
-                log.write(f"clone of {best} at step {step:,} with seed {seed}\n")
+            clone_member(self.members_dir, best, name, seed, step)
             members.append({"name": name, "seed": seed, "clone_of": best, "step": step})
             names.append(name)
         return names
@@ -427,7 +394,8 @@ class PopulationRun:
     def _launch(self, jobs: list[Job]) -> list[JobRecord]:
         """Run member jobs side by side: as many at once as the cores hold (``num_threads`` cores each, or an even
         share), each pinned to its own; more processes than cores only share them, and on small machines the
-        caches they fight over cost throughput (docs/experiments.md, row 98)."""
+        caches they fight over cost throughput: on 2 cores, 2 members at once trained 8.7k steps/s in all, 7 at once
+        5.7k (docs/experiments.md, "Baselines and the search that led here")."""
         cores = core_ids()
         threads = self.config.num_threads or max(1, len(cores) // len(jobs))
         # as many at once as the cores hold; fewer members than that share out all the cores (their envs step on
@@ -521,93 +489,9 @@ class PopulationRun:
         )
 
 
-#: games one scoring worker must play to be worth its start (importing torch and SB3 and loading the simulation's
-#: kernels take about 3 s, what some 600 Mission Gym games take on one core)
-GAMES_PER_WORKER = 600
-
-
-def scoring_workers(n_models: int, episodes: int, cores: int) -> int:
-    """How many processes score ``n_models`` models of ``episodes`` games each on ``cores`` cores: one per core, as
-    long as each gets :data:`GAMES_PER_WORKER` games; 1 means this process alone."""
-    return max(1, min(n_models, cores, n_models * episodes // GAMES_PER_WORKER))
-
-
-def saved_timesteps(model: Path) -> int:
-    """The env step a saved SB3 model was saved at, read from the zip without loading it."""
-    with zipfile.ZipFile(model) as z:
-        return int(json.loads(z.read("data"))["num_timesteps"])
-
-
-def score_models(
-    models: list[tuple[Path, int]], env: str, env_kwargs: dict[str, Any], episodes: int, workers: int = 1
-) -> list[EvalRecord]:
-    """Play ``episodes`` games on the evaluation seeds with each ``(model, the step it was saved at)``: in this
-    process, or in ``workers`` processes side by side (one core and one torch thread each, the same games and
-    records as here). The workers ignore Ctrl-C, are ended when this returns or raises, and end if this process
-    dies."""
-    tasks = [(str(path), env, env_kwargs, episodes, step) for path, step in models]
-    if workers <= 1 or len(tasks) <= 1:
-        return [_score_model(task) for task in tasks]
-    from mission_gym.vec.subproc import worker_thread_env
-
-    with worker_thread_env():  # the workers' thread caps, read when torch loads there
-        pool = multiprocessing.get_context("spawn").Pool(
-            min(workers, len(tasks)), initializer=_start_scorer, initargs=(os.getpid(),)
-        )
-    with pool:  # terminate()s the workers on the way out, an exception included
-        records = pool.map(_score_model, tasks, chunksize=1)
-        pool.close()
-        pool.join()
-    return records
-
-
-def _start_scorer(parent: int) -> None:
-    """A scoring worker's start: Ctrl-C is for the launcher (it ends the workers), and the worker ends with it."""
-    import torch
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    arm = parent_death_signal(signal.SIGTERM, parent)
-    if arm is not None:
-        arm()
-    torch.set_num_threads(1)
-
-
-def _score_model(task: tuple[str, str, dict[str, Any], int, int]) -> EvalRecord:
-    from mission_gym.ppo.agent import load_agent
-
-    path, env, env_kwargs, episodes, step = task
-    agent = load_agent(path, device="cpu")
-    return eval_record(agent.predict, env, env_kwargs, episodes, step)
-
-
 def is_population_run(run: str | Path, runs_dir: str | Path) -> bool:
     """Whether ``--resume RUN`` names a population run (one with ``population.json``)."""
     try:
         return (resolve_run_dir(run, runs_dir) / STATE).is_file()
     except ConfigError:
         return False  # Trainer.resume names what is wrong
-
-
-def member_config(config: TrainConfig, seed: int) -> TrainConfig:
-    """A member's configuration: the run's (or its variant's), with its own seed and no population of its own."""
-    return config.model_copy(update={"seed": seed, "population": Population()})
-
-
-def _check_variant(config: TrainConfig, variant: Any, index: int, memory_check: bool = True) -> TrainConfig:
-    """The run's configuration with ``population.variants[index]`` applied, finalised and checked like the first
-    member's (its env and model built and closed).
-
-    :raises ConfigError: naming the variant, for one that makes an invalid configuration
-    """
-    try:
-        recipe = apply_variant(config, variant, index)
-        checked = Trainer.check(member_config(recipe, config.seed), memory_check=memory_check)
-    except ConfigError as exc:
-        msg = str(exc)
-        raise ConfigError(msg if msg.startswith("population.variants") else f"population.variants[{index}]: {msg}") from None
-    return recipe.model_copy(update={"batch_size": checked.config.batch_size, "vec_env": checked.config.vec_env})
-
-
-def _describe(rec: EvalRecord) -> str:
-    win = "" if rec.win_rate is None else f"win {100 * rec.win_rate:5.1f}%  "
-    return f"{rec.timesteps:>11,} steps  {win}return {rec.mean_return:8.2f}  ({rec.n_episodes} episodes)"

@@ -205,15 +205,44 @@ def _resolve_device(device: str, preset_device: str | None) -> str | None:
     return None
 
 
+def _bad_number(args: Any) -> str | None:
+    """What is wrong with a numeric flag, or None."""
+    if args.memory is not None and args.memory <= 0:
+        return f"--memory must be a positive number of GiB, got {args.memory:g}"
+    if args.ram is not None and args.ram <= 0:
+        return f"--ram must be a positive number of GiB, got {args.ram:g}"
+    if args.rollouts < 1:
+        return f"--rollouts must be >= 1, got {args.rollouts}"
+    return None
+
+
+def _preset(preset_arg: str, args: Any, ram_gb: float) -> tuple[TrainConfig, mem.RunShape, str]:
+    """The configuration, shape and name of ``--preset`` (a selector's pick on this machine), with ``--device`` and
+    ``--vec-env`` applied.
+
+    :raises ValueError: for a preset or device that is not valid (a ConfigError's text names the file and key)
+    """
+    name = Path(preset_arg).stem
+    if is_selector(preset_arg, args.presets_dir):
+        hw = detect_hardware()
+        name = choose_preset(hw.gpu_mem_gb, hw.cores, ram_gb, args.presets_dir)
+        print(f"{preset_arg} -> {name} (GPU: {hw.gpu_name or 'none'}, {hw.cores} cores, {ram_gb:.0f} GiB RAM)")
+        preset_arg = name
+    config = load_preset(preset_arg, args.presets_dir)
+    device = _resolve_device(args.device, config.device)
+    if device is None:
+        raise ValueError(f"--device {args.device!r} is not valid; use auto, cpu, cuda or cuda:N")
+    changes = {"device": device, **({"vec_env": args.vec_env} if args.vec_env else {})}
+    config = apply_overrides(config, changes, source="memory_helper flags")
+    return config, shape_from_config(config), name
+
+
 @one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.memory is not None and args.memory <= 0:
-        return fail(f"--memory must be a positive number of GiB, got {args.memory:g}")
-    if args.ram is not None and args.ram <= 0:
-        return fail(f"--ram must be a positive number of GiB, got {args.ram:g}")
-    if args.rollouts < 1:
-        return fail(f"--rollouts must be >= 1, got {args.rollouts}")
+    bad = _bad_number(args)
+    if bad:
+        return fail(bad)
     try:
         names = preset_names(args.presets_dir)
     except OSError as exc:
@@ -222,45 +251,25 @@ def main(argv: list[str] | None = None) -> int:
         where = args.presets_dir or presets_dir()
         return fail(f"no presets (*.yaml) in {where}")
     ram_gb = args.ram or detect_hardware().ram_gb
-
     preset_arg = args.preset or ("quick" if args.measure else None)
-    shape: mem.RunShape | None = None
-    config: TrainConfig | None = None
-    name = None
-    if preset_arg is not None:
-        name = Path(preset_arg).stem
-        try:
-            if is_selector(preset_arg, args.presets_dir):
-                hw = detect_hardware()
-                name = choose_preset(hw.gpu_mem_gb, hw.cores, ram_gb, args.presets_dir)
-                print(f"{preset_arg} -> {name} (GPU: {hw.gpu_name or 'none'}, {hw.cores} cores, {ram_gb:.0f} GiB RAM)")
-                preset_arg = name
-            config = load_preset(preset_arg, args.presets_dir)
-            device = _resolve_device(args.device, config.device)
-            if device is None:
-                return fail(f"--device {args.device!r} is not valid; use auto, cpu, cuda or cuda:N")
-            changes = {"device": device, **({"vec_env": args.vec_env} if args.vec_env else {})}
-            config = apply_overrides(config, changes, source="memory_helper flags")
-            shape = shape_from_config(config)
-        except (OSError, ValueError) as exc:  # ConfigError is a ValueError; its text names the file and key
-            return fail(str(exc))
-
+    try:
+        chosen = _preset(preset_arg, args, ram_gb) if preset_arg is not None else None
+        if args.memory is not None and not args.measure:
+            best_for_memory(args.memory, detect_hardware().cores, ram_gb, args.presets_dir)
+            return 0
+    except (OSError, ValueError) as exc:
+        return fail(str(exc))
+    if chosen is None:
+        compare(load_presets(args.presets_dir))
+        return 0
+    config, shape, name = chosen
     if args.measure:
         if shape.on_cuda and not detect_hardware().gpu_mem_gb:
             return fail("--device cuda but no CUDA GPU is visible; use --device cpu")
         measure(config, shape, name, args.rollouts)
         return 0
-    if args.memory is not None:
-        try:
-            best_for_memory(args.memory, detect_hardware().cores, ram_gb, args.presets_dir)
-        except (OSError, ValueError) as exc:
-            return fail(str(exc))
-        return 0
-    if shape is not None:
-        print(f"preset {name}:")
-        print(mem.estimate_memory(shape).breakdown())
-        return 0
-    compare(load_presets(args.presets_dir))
+    print(f"preset {name}:")
+    print(mem.estimate_memory(shape).breakdown())
     return 0
 
 

@@ -82,98 +82,158 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = shlex.join(["python", "-m", "mission_gym.scripts.train_ppo", *(sys.argv[1:] if argv is None else argv)])
 
-    from mission_gym.config.yaml_io import ConfigError, dump_yaml
-    from mission_gym.launch.population import PopulationRun, is_population_run
-    from mission_gym.ppo.trainer import Trainer
-    from mission_gym.settings.command import config_from_args, flag_overrides
+    from mission_gym.config.yaml_io import ConfigError
+    from mission_gym.launch.population import PopulationRun
 
-    population: PopulationRun | None = None
-    trainer: Trainer | None = None
-    memory_check = not args.no_memory_check
-    options = {"backend": args.backend, "ray_address": args.ray_address, "memory_check": memory_check, "mps": not args.no_mps}
     try:
-        if (args.wandb_project or args.wandb_entity) and not args.track:
-            raise ConfigError("--wandb-project and --wandb-entity go with --track")
-        if args.track:
-            from mission_gym.optional import require
-
-            require("wandb", "--track")
-        if args.stop_at is not None and args.stop_at < 1:
-            raise ConfigError(f"--stop-at {args.stop_at}: expected a positive step count below the run's timesteps")
-        if args.resume:
-            given = [f for f in ("preset", "parent_checkpoint", "branch_name", "run_name") if getattr(args, f)]
-            if given:
-                raise ConfigError(f"--resume cannot be combined with --{given[0].replace('_', '-')}")
-            if args.env_kwargs or args.hyperparams or args.no_tensorboard:
-                raise ConfigError("--resume continues a run with its saved configuration; branch to change it")
-            overrides = flag_overrides(args)
-            if is_population_run(args.resume, args.runs_dir):
-                if args.track:
-                    raise ConfigError(_TRACK_POPULATION)
-                if overrides or args.stop_at is not None:
-                    raise ConfigError("--resume of a population run takes no other flags (its members keep their own)")
-                population = PopulationRun.resume(args.resume, args.runs_dir, **options)
-                print(f"resuming population run {population.run.path}")
-            else:
-                trainer = Trainer.resume(
-                    args.resume,
-                    args.runs_dir,
-                    overrides,
-                    command=command,
-                    progress=not args.no_progress,
-                    memory_check=memory_check,
-                )
-                _check_stop_at(args.stop_at, trainer.resume_step or 0, trainer.config.timesteps)
-                print(f"resuming {trainer.run.path} from step {trainer.resume_step:,} (target {trainer.config.timesteps:,})")
-        else:
-            config, notes = config_from_args(args)
-            if args.track and not config.tensorboard:
-                raise ConfigError("--track syncs the run's TensorBoard events; drop --no-tensorboard (tensorboard: false)")
-            _check_stop_at(args.stop_at, 0, config.timesteps)
-            if config.population.size > 1:
-                given = [f for f in ("parent_checkpoint", "branch_name", "stop_at") if getattr(args, f) is not None]
-                if given:
-                    flag = "--" + given[0].replace("_", "-")
-                    raise ConfigError(f"{flag} does not apply to a population run (population.size {config.population.size})")
-                if args.track:
-                    raise ConfigError(_TRACK_POPULATION)
-                population = PopulationRun.create(
-                    config, runs_dir=args.runs_dir, run_name=args.run_name, notes=args.notes, command=command, **options
-                )
-                print(f"population run {population.run.path}: {config.population.size} members ({args.backend})")
-                print(dump_yaml(population.config.model_dump()).rstrip())
-            else:
-                trainer = Trainer.create(
-                    config,
-                    runs_dir=args.runs_dir,
-                    run_name=args.run_name,
-                    parent_checkpoint=args.parent_checkpoint,
-                    branch_name=args.branch_name,
-                    notes=args.notes,
-                    command=command,
-                    progress=not args.no_progress,
-                    memory_check=memory_check,
-                )
-                print(f"run {trainer.run.path}  (device {trainer.device}, {trainer.threads} learner threads)")
-                print(dump_yaml(trainer.config.model_dump()).rstrip())
-            for line in notes:
-                print(f"note: {line}")
+        _check_flags(args)
+        session = _resume(args, command) if args.resume else _create(args, command)
     except ConfigError as exc:
-        for session in (trainer, population):
-            if session is not None:  # refused after it took the run: leave the run as it was
-                session.close()
         return fail(str(exc))
     sys.stdout.flush()
+    if isinstance(session, PopulationRun):
+        return _train_population(session)
+    return _train_run(session, args)
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """The rules between ``train_ppo``'s flags that need no configuration (those that do: :func:`_check_new_run`).
+
+    :raises ConfigError: naming the flags that do not go together
+    """
+    from mission_gym.config.yaml_io import ConfigError
+
+    if (args.wandb_project or args.wandb_entity) and not args.track:
+        raise ConfigError("--wandb-project and --wandb-entity go with --track")
+    if args.track:
+        from mission_gym.optional import require
+
+        require("wandb", "--track")
+    if args.stop_at is not None and args.stop_at < 1:
+        raise ConfigError(f"--stop-at {args.stop_at}: expected a positive step count below the run's timesteps")
+    if args.resume:
+        given = [f for f in ("preset", "parent_checkpoint", "branch_name", "run_name") if getattr(args, f)]
+        if given:
+            raise ConfigError(f"--resume cannot be combined with --{given[0].replace('_', '-')}")
+        if args.env_kwargs or args.hyperparams or args.no_tensorboard:
+            raise ConfigError("--resume continues a run with its saved configuration; branch to change it")
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """A population run's options from the flags."""
+    return {"backend": args.backend, "ray_address": args.ray_address, "memory_check": not args.no_memory_check,
+            "mps": not args.no_mps}  # fmt: skip
+
+
+def _resume(args: argparse.Namespace, command: str) -> Any:
+    """The session that continues ``--resume RUN``: a population run's, or a run's (a :class:`Trainer`).
+
+    :raises ConfigError: for flags a resumed run does not take, or a run that cannot continue
+    """
+    from mission_gym.config.yaml_io import ConfigError
+    from mission_gym.launch.population import PopulationRun, is_population_run
+    from mission_gym.ppo.trainer import Trainer
+    from mission_gym.settings.command import flag_overrides
+
+    overrides = flag_overrides(args)
+    if is_population_run(args.resume, args.runs_dir):
+        if args.track:
+            raise ConfigError(_TRACK_POPULATION)
+        if overrides or args.stop_at is not None:
+            raise ConfigError("--resume of a population run takes no other flags (its members keep their own)")
+        population = PopulationRun.resume(args.resume, args.runs_dir, **_options(args))
+        print(f"resuming population run {population.run.path}")
+        return population
+    trainer = Trainer.resume(
+        args.resume,
+        args.runs_dir,
+        overrides,
+        command=command,
+        progress=not args.no_progress,
+        memory_check=not args.no_memory_check,
+    )
+    try:
+        _check_stop_at(args.stop_at, trainer.resume_step or 0, trainer.config.timesteps)
+    except ConfigError:
+        trainer.close()  # refused after it took the run: leave the run as it was
+        raise
+    print(f"resuming {trainer.run.path} from step {trainer.resume_step:,} (target {trainer.config.timesteps:,})")
+    return trainer
+
+
+def _create(args: argparse.Namespace, command: str) -> Any:
+    """The session of a new run: the configuration the flags make (:func:`~mission_gym.settings.command.
+    config_from_args`), then a population run or a run (a :class:`Trainer`), its configuration and notes printed.
+
+    :raises ConfigError: for anything wrong with the flags or the configuration
+    """
+    from mission_gym.config.yaml_io import dump_yaml
+    from mission_gym.launch.population import PopulationRun
+    from mission_gym.ppo.trainer import Trainer
+    from mission_gym.settings.command import config_from_args
+
+    config, notes = config_from_args(args)
+    _check_new_run(args, config)
+    session: Any
+    if config.population.size > 1:
+        session = PopulationRun.create(
+            config, runs_dir=args.runs_dir, run_name=args.run_name, notes=args.notes, command=command, **_options(args)
+        )
+        print(f"population run {session.run.path}: {config.population.size} members ({args.backend})")
+    else:
+        session = Trainer.create(
+            config,
+            runs_dir=args.runs_dir,
+            run_name=args.run_name,
+            parent_checkpoint=args.parent_checkpoint,
+            branch_name=args.branch_name,
+            notes=args.notes,
+            command=command,
+            progress=not args.no_progress,
+            memory_check=not args.no_memory_check,
+        )
+        print(f"run {session.run.path}  (device {session.device}, {session.threads} learner threads)")
+    print(dump_yaml(session.config.model_dump()).rstrip())
+    for line in notes:
+        print(f"note: {line}")
+    return session
+
+
+def _check_new_run(args: argparse.Namespace, config: Any) -> None:
+    """The rules between the flags and the configuration of a new run.
+
+    :raises ConfigError: naming the flag that does not apply
+    """
+    from mission_gym.config.yaml_io import ConfigError
+
+    if args.track and not config.tensorboard:
+        raise ConfigError("--track syncs the run's TensorBoard events; drop --no-tensorboard (tensorboard: false)")
+    _check_stop_at(args.stop_at, 0, config.timesteps)
+    if config.population.size > 1:
+        given = [f for f in ("parent_checkpoint", "branch_name", "stop_at") if getattr(args, f) is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise ConfigError(f"{flag} does not apply to a population run (population.size {config.population.size})")
+        if args.track:
+            raise ConfigError(_TRACK_POPULATION)
+
+
+def _train_population(population: Any) -> int:
+    """Train a population run to its end; its exit code."""
     from mission_gym.dashboard import refresh_dashboards
 
-    if population is not None:
-        # the run's page shows each cut as it is made; the members' own refreshes keep it current in between
-        population.on_cut = lambda run_dir, cut: refresh_dashboards(run_dir, force=True)
-        pop_result = population.train()
-        refresh_dashboards(population.run.path, force=True)
-        print(pop_result.summary())
-        print(f"  tensorboard --logdir {population.run.path / 'tb'}   (every member: {population.members_dir})")
-        return pop_result.exit_code
+    # the run's page shows each cut as it is made; the members' own refreshes keep it current in between
+    population.on_cut = lambda run_dir, cut: refresh_dashboards(run_dir, force=True)
+    result = population.train()
+    refresh_dashboards(population.run.path, force=True)
+    print(result.summary())
+    print(f"  tensorboard --logdir {population.run.path / 'tb'}   (every member: {population.members_dir})")
+    return int(result.exit_code)
+
+
+def _train_run(trainer: Any, args: argparse.Namespace) -> int:
+    """Train a run to its target (or ``--stop-at``), its dashboard refreshed as it goes; its exit code."""
+    from mission_gym.dashboard import refresh_dashboards
     from mission_gym.dashboard.training import training_callbacks
 
     callbacks, after_eval = training_callbacks(trainer.run.path, trainer.config.env, trainer.config.env_kwargs)
@@ -184,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     refresh_dashboards(trainer.run.path, force=True)
     print(result.summary())
     print(f"  tensorboard --logdir {trainer.run.path / 'tb'}")
-    return result.exit_code
+    return int(result.exit_code)
 
 
 _TRACK_POPULATION = (

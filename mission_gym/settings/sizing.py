@@ -101,8 +101,9 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
     :param device: overrides the configuration's device; ``auto`` left unresolved counts as ``cpu`` (so does ``mps``)
     :param cores: CPU cores, for resolving ``vec_env: auto`` (detected when None)
     """
-    batch = batch_size(config)
-    vec_env = vec_env_kind(config, cores)
+    # a resolved configuration (a run's) keeps what resolve() fixed; a preset's autos get the same rules here
+    batch = batch_size(config) if config.batch_size == "auto" else config.batch_size
+    vec_env = vec_env_kind(config, cores) if config.vec_env == "auto" else config.vec_env
     dev = device or config.device
     spaces = env_spaces(config.env, config.env_kwargs) if config.env != ENV_ID or config.env_kwargs else {}
     return RunShape(

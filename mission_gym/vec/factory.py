@@ -186,7 +186,7 @@ def make_vec_env(
     :param threads: CPU threads the ``native`` env steps its games on (the same results whatever the count)
     :raises ConfigError: for an unknown env id or env arguments the env rejects
     """
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor, VecNormalize
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
     env_kwargs = dict(env_kwargs or {})
     if kind == "native" and env_id == ENV_ID:
@@ -220,9 +220,15 @@ def make_vec_env(
             raise ConfigError(f"vec-env kind {kind!r} is not valid; valid: {', '.join(VEC_ENV_KINDS)}")
         if seed is not None:
             venv.seed(seed)
-    venv = VecMonitor(venv)
-    if normalize_stats is not None:
-        venv = VecNormalize.load(str(normalize_stats), venv)
+    return _wrap(VecMonitor(venv), normalize, normalize_reward, gamma, normalize_stats)
+
+
+def _wrap(venv: VecEnv, normalize: bool, normalize_reward: bool, gamma: float, stats: str | Path | None) -> VecEnv:
+    """``venv`` under a ``VecNormalize`` when asked for one: continuing from saved ``stats``, or new."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    if stats is not None:
+        venv = VecNormalize.load(str(stats), venv)
         venv.training = True
         venv.norm_reward = normalize_reward
     elif normalize:

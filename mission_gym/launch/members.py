@@ -1,0 +1,73 @@
+"""A population's members: their seeds, their configurations (the run's, or a variant's, checked like a run's before
+anything starts) and the stages they train through."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml
+from mission_gym.ppo.trainer import Trainer
+from mission_gym.rundir.directory import RunDir
+from mission_gym.rundir.files import atomic_write_text, read_json, write_json
+from mission_gym.rundir.lock import LOCK_FILE
+from mission_gym.settings.schema import Population, TrainConfig
+from mission_gym.settings.variants import apply_variant
+
+
+def member_seeds(seed: int, size: int) -> list[int]:
+    """The members' seeds: the run's own first, then independent streams drawn from it."""
+    children = np.random.SeedSequence(seed).spawn(size - 1)
+    return [seed] + [int(c.generate_state(1)[0] % 2**31) for c in children]
+
+
+def stages(config: TrainConfig) -> list[tuple[int, int]]:
+    """``(step, members kept after it)`` for each cut, then ``(timesteps, 1)`` for the end of the run."""
+    cuts = [(c.at, c.keep) for c in config.population.cuts]
+    return [*cuts, (config.timesteps, 1)]
+
+
+def member_config(config: TrainConfig, seed: int) -> TrainConfig:
+    """A member's configuration: the run's (or its variant's), with its own seed and no population of its own."""
+    return config.model_copy(update={"seed": seed, "population": Population()})
+
+
+def check_variant(config: TrainConfig, variant: Any, index: int, memory_check: bool = True) -> TrainConfig:
+    """The run's configuration with ``population.variants[index]`` applied, finalised and checked like the first
+    member's (its env and model built and closed).
+
+    :raises ConfigError: naming the variant, for one that makes an invalid configuration
+    """
+    try:
+        recipe = apply_variant(config, variant, index)
+        checked = Trainer.check(member_config(recipe, config.seed), memory_check=memory_check)
+    except ConfigError as exc:
+        msg = str(exc)
+        raise ConfigError(msg if msg.startswith("population.variants") else f"population.variants[{index}]: {msg}") from None
+    return recipe.model_copy(update={"batch_size": checked.config.batch_size, "vec_env": checked.config.vec_env})
+
+
+def clone_member(members_dir: Path, best: str, name: str, seed: int, step: int) -> None:
+    """Copy member ``best``, paused at ``step``, as member ``name`` with seed ``seed`` (its run directory, its
+    recipe ``<name>.yaml`` and a line in its log); a copy a stopped session left half-made is replaced."""
+    dst, tmp = members_dir / name, members_dir / f".{name}.partial"
+    for leftover in (dst, tmp):  # from a session stopped before this cut was recorded
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    # not the source's lock, nor a file a killed writer left half-written
+    shutil.copytree(members_dir / best, tmp, ignore=shutil.ignore_patterns(LOCK_FILE, ".*.tmp*"))
+    recipe = read_yaml(members_dir / f"{best}.yaml")  # the source's own (its variant's) configuration
+    saved = read_yaml(tmp / "config.yaml")  # the source's finalised configuration, but the seed
+    atomic_write_text(tmp / "config.yaml", dump_yaml({**saved, "seed": seed}))
+    clone_of = {"member": best, "step": step}
+    lineage = read_json(tmp / "lineage.json")
+    write_json(tmp / "lineage.json", {**lineage, "run": name, "clone_of": clone_of})
+    RunDir(tmp).update_metadata(run=name, clone_of=clone_of)
+    os.replace(tmp, dst)
+    atomic_write_text(members_dir / f"{name}.yaml", dump_yaml({**recipe, "seed": seed}))
+    with open(members_dir / f"{name}.log", "w") as log:
+        log.write(f"clone of {best} at step {step:,} with seed {seed}\n")
