@@ -226,7 +226,7 @@ def write_launch_page(launch_dir: str | Path) -> Path:
     if not is_launch_dir(launch_dir):
         raise FileNotFoundError(f"{str(launch_dir)!r} holds no {SUMMARY_FILE}: not a launch that has ended")
     out = launch_dir / LAUNCH_PAGE
-    atomic_write_text(out, launch_page(launch_dir))
+    atomic_write_text(out, launch_page(launch_dir), durable=False)
     return out
 
 

@@ -380,7 +380,7 @@ def write_run_dashboard(run_dir: str | Path) -> Path:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
     out = run_dir / DASHBOARD_FILE
-    atomic_write_text(out, run_page(load_run(run_dir)))
+    atomic_write_text(out, run_page(load_run(run_dir)), durable=False)
     return out
 
 
@@ -394,7 +394,7 @@ def write_index(runs_dir: str | Path) -> Path:
     if not runs_dir.is_dir():
         raise FileNotFoundError(f"runs directory {str(runs_dir)!r} does not exist")
     out = runs_dir / INDEX_FILE
-    atomic_write_text(out, index_page(runs_dir))
+    atomic_write_text(out, index_page(runs_dir), durable=False)
     return out
 
 

@@ -75,24 +75,30 @@ def atomic_save_all(files: Sequence[tuple[str | Path, Callable[[IO[Any]], None]]
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None) -> Iterator[IO[Any]]:
-    """Open a temporary file next to ``path``; on success it is flushed to disk and renamed over ``path`` (on an
-    error nothing changes and the temporary file is deleted)."""
+def atomic_open(path: str | Path, mode: str = "wb", encoding: str | None = None, durable: bool = True) -> Iterator[IO[Any]]:
+    """Open a temporary file next to ``path``; on success it is renamed over ``path`` (on an error nothing changes
+    and the temporary file is deleted).
+
+    :param durable: flush the file and the rename to the disk first (a run's own files); a page that is rewritten
+        every few seconds from them (a dashboard) is only renamed, so a reader never sees half of it
+    """
     path = Path(path)
     tmp = temp_path(path)
     try:
         with open(tmp, mode, encoding=encoding) as f:
             yield f
-            _flush_to_disk(f, path)
+            if durable:
+                _flush_to_disk(f, path)
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        if durable:
+            _fsync_dir(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write a UTF-8 text file atomically (a run's YAML and JSON files, the dashboards' pages)."""
-    with atomic_open(path, "w", encoding="utf-8") as f:
+def atomic_write_text(path: str | Path, text: str, durable: bool = True) -> None:
+    """Write a UTF-8 text file atomically (a run's YAML and JSON files; the dashboards' pages, not ``durable``)."""
+    with atomic_open(path, "w", encoding="utf-8", durable=durable) as f:
         f.write(text)
 
 
