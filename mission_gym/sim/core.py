@@ -15,6 +15,9 @@ from mission_gym.config import REWARD_TERMS, MissionConfig
 from mission_gym.sim import layout as L
 from mission_gym.sim.step import reset_batch, step_batch, step_batch_parallel
 
+#: the arrays that hold a game's whole state, its random stream included (:meth:`MissionCore.save_state`)
+STATE_ARRAYS = ("u", "ev", "dm", "wps", "kd", "ka", "rt", "rsum", "rng", "obs")
+
 
 class MissionCore:
     """All state of ``n_envs`` games in arrays shaped ``(n_envs, n_units, ...)``.
@@ -114,6 +117,16 @@ class MissionCore:
         else:
             step_batch(*arrays)
         return self.obs, self.rewards, self.terminated, self.truncated
+
+    def save_state(self, i: int) -> dict[str, np.ndarray]:
+        """Env ``i``'s game as it stands, its random stream included: :meth:`restore_state` puts it in any env of a
+        core with the same config, where the same actions then replay the same game to the bit."""
+        return {name: getattr(self, name)[i].copy() for name in STATE_ARRAYS}
+
+    def restore_state(self, i: int, state: dict[str, np.ndarray]) -> None:
+        """Make env ``i``'s game the one ``state`` saved (:meth:`save_state`)."""
+        for name in STATE_ARRAYS:
+            getattr(self, name)[i] = state[name]
 
     # --- reading the state --------------------------------------------------------------------------
     def outcome(self, i: int) -> str | None:
