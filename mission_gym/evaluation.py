@@ -88,22 +88,38 @@ def evaluate_mission(
     :param seeds: one seed per episode (default: the held-out list)
     :param env_kwargs: ``MissionVecEnv`` keyword arguments (config_dir, scenario, section overrides)
     """
+    return evaluate_mission_blocks(predict, n_episodes, 1, seeds, policy_name, env_kwargs)[0]
+
+
+def evaluate_mission_blocks(
+    predict: PredictFn,
+    n_episodes: int,
+    blocks: int,
+    seeds: list[int] | None = None,
+    policy_name: str = "model",
+    env_kwargs: dict[str, Any] | None = None,
+    threads: int = 1,
+) -> list[EvalResult]:
+    """:func:`evaluate_mission` for ``blocks`` policies at once (a batch's members): each plays the same episodes in
+    its own block of games, all stepped together (on ``threads`` CPU threads); ``predict`` maps the blocks'
+    observations, block after block, to their actions. One result per block, each what :func:`evaluate_mission`
+    gives that policy alone."""
     from mission_gym.envs import ENV_ID, MissionVecEnv
 
     seeds = seeds if seeds is not None else held_out_seeds(n_episodes)
-    returns: list[float] = []
-    lengths: list[int] = []
-    metrics: list[dict[str, Any]] = []
+    returns: list[list[float]] = [[] for _ in range(blocks)]
+    metrics: list[list[dict[str, Any]]] = [[] for _ in range(blocks)]
     modes: list[str] = []  # each episode's defender modes, e.g. "guard_objective+patrol"
     for start in range(0, n_episodes, MAX_BATCH):
         wave = seeds[start : start + MAX_BATCH]
-        venv = MissionVecEnv(len(wave), **(env_kwargs or {}))
-        venv.seed_envs(wave)
+        n = len(wave)
+        venv = MissionVecEnv(n * blocks, threads=threads, **(env_kwargs or {}))
+        venv.seed_envs(list(wave) * blocks)
         obs = venv.reset()
-        modes += ["+".join(sorted(venv.core.defender_modes(i))) for i in range(len(wave))]
-        done = np.zeros(len(wave), dtype=bool)
-        ep_return = np.zeros(len(wave))
-        results: list[dict[str, Any] | None] = [None] * len(wave)
+        modes += ["+".join(sorted(venv.core.defender_modes(i))) for i in range(n)]
+        done = np.zeros(n * blocks, dtype=bool)
+        ep_return = np.zeros(n * blocks)
+        results: list[dict[str, Any] | None] = [None] * (n * blocks)
         while not done.all():
             obs, rewards, dones, infos = venv.step(predict(obs))
             ep_return += np.where(done, 0.0, rewards)
@@ -112,27 +128,31 @@ def evaluate_mission(
                 done[i] = True
         for i, m in enumerate(results):
             assert m is not None
-            metrics.append(m)
-            returns.append(float(ep_return[i]))
-            lengths.append(int(m["steps"]))
-    wins = sum(int(m["win"]) for m in metrics)
-    mean_metrics, mean_terms = _mean_metrics(metrics)
-    return EvalResult(
-        env_id=ENV_ID,
-        policy=policy_name,
-        episodes=n_episodes,
-        seeds=list(seeds),
-        mean_return=float(np.mean(returns)),
-        std_return=float(np.std(returns)),
-        mean_length=float(np.mean(lengths)),
-        win_rate=wins / n_episodes,
-        win_ci95=wilson_interval(wins, n_episodes),
-        outcomes=dict(Counter(str(m["outcome"]) for m in metrics)),
-        metrics=mean_metrics,
-        reward_terms=mean_terms,
-        returns=returns,
-        by_defender_modes=_by_modes(modes, metrics),
-    )
+            metrics[i // n].append(m)
+            returns[i // n].append(float(ep_return[i]))
+    out = []
+    for block_returns, block_metrics in zip(returns, metrics):
+        wins = sum(int(m["win"]) for m in block_metrics)
+        mean_metrics, mean_terms = _mean_metrics(block_metrics)
+        out.append(
+            EvalResult(
+                env_id=ENV_ID,
+                policy=policy_name,
+                episodes=n_episodes,
+                seeds=list(seeds),
+                mean_return=float(np.mean(block_returns)),
+                std_return=float(np.std(block_returns)),
+                mean_length=float(np.mean([int(m["steps"]) for m in block_metrics])),
+                win_rate=wins / n_episodes,
+                win_ci95=wilson_interval(wins, n_episodes),
+                outcomes=dict(Counter(str(m["outcome"]) for m in block_metrics)),
+                metrics=mean_metrics,
+                reward_terms=mean_terms,
+                returns=block_returns,
+                by_defender_modes=_by_modes(modes, block_metrics),
+            )
+        )
+    return out
 
 
 def _by_modes(modes: list[str], metrics: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
