@@ -105,6 +105,8 @@ class RunSetup:
     :param threads: learner torch threads
     :param callbacks: the callbacks of the run parts it uses (:mod:`mission_gym.ppo.parts`)
     :param parent: what the lineage records of a branch's parent (None otherwise)
+    :param streams: the model's random generators as they stood when it was built (a batched learner draws its
+        actions and minibatch orders from them: :func:`member_streams`)
     """
 
     config: TrainConfig
@@ -114,6 +116,7 @@ class RunSetup:
     threads: int
     callbacks: list[Any] = field(default_factory=list)
     parent: dict[str, Any] | None = None
+    streams: Any = None
 
     def close(self) -> None:
         """Close the env (its workers, if any)."""
@@ -178,10 +181,24 @@ def build_run(
             model.compile_update = config.compile_update
         if parent is not None:
             _copy_weights(parent, model)
+        streams = member_streams(model)  # nothing has drawn from the generators since the model seeded them
     except BaseException:
         venv.close()
         raise
-    return RunSetup(config, venv, model, device, threads, callbacks, parent_info)
+    return RunSetup(config, venv, model, device, threads, callbacks, parent_info, streams)
+
+
+def member_streams(model: Any) -> tuple[Any, Any]:
+    """Generators in the state the global ones are in now: call right after building or loading ``model``, whose
+    seeding set them; its lone run would draw its actions and minibatch orders from these states."""
+    import numpy as np
+    import torch as th
+
+    gen = th.Generator(device=model.device)
+    gen.set_state(th.cuda.get_rng_state(model.device) if model.device.type == "cuda" else th.get_rng_state())
+    rs = np.random.RandomState()
+    rs.set_state(np.random.get_state())
+    return gen, rs
 
 
 def checkpoint_step(path: Path) -> int:
