@@ -235,6 +235,12 @@ def eval_record(
         res = evaluate_mission(predict, n_episodes, seeds, env_kwargs=env_kwargs)
     else:
         res = evaluate_gym(predict, env_id, n_episodes, seeds, env_kwargs=env_kwargs)
+    return record_of(res, timesteps, time.perf_counter() - t0)
+
+
+def record_of(res: Any, timesteps: int, eval_s: float) -> EvalRecord:
+    """What ``evaluations.csv`` records of an evaluation (:class:`~mission_gym.evaluation.EvalResult`), with its
+    win rate by the defenders' modes where the env has them."""
     ci = res.win_ci95 or (None, None)
     return EvalRecord(
         timesteps=int(timesteps),
@@ -245,8 +251,9 @@ def eval_record(
         win_rate=res.win_rate,
         win_ci_low=ci[0],
         win_ci_high=ci[1],
-        eval_s=time.perf_counter() - t0,
+        eval_s=eval_s,
         outcomes=dict(res.outcomes),
+        by_situation={k: [int(v["wins"]), int(v["episodes"])] for k, v in res.by_defender_modes.items()},
     )
 
 
@@ -267,6 +274,8 @@ class StepEvalCallback(BaseCallback):
     :param timings: where the evaluation time is counted
     :param callback_after_eval: called after each evaluation, as SB3's ``EvalCallback`` does (its ``parent`` is this
         callback: :attr:`last` and :meth:`predict` are there)
+    :param evaluator: plays a due evaluation for this callback where it can (a batched learner plays its members'
+        at once: :class:`~mission_gym.ppo.batched.learner.BatchEvaluator`); it returns None where it cannot
     """
 
     def __init__(
@@ -278,8 +287,10 @@ class StepEvalCallback(BaseCallback):
         eval_freq: int,
         timings: Timings,
         callback_after_eval: BaseCallback | None = None,
+        evaluator: Any = None,
     ) -> None:
         super().__init__()
+        self.evaluator = evaluator
         self.run, self.env_id, self.env_kwargs, self.n_episodes = run, env_id, env_kwargs, n_episodes
         self.eval_freq, self.timings = eval_freq, timings
         self.callback_after_eval = callback_after_eval
@@ -294,6 +305,8 @@ class StepEvalCallback(BaseCallback):
         if self.eval_freq > 0:
             self.next_eval = (self.model.num_timesteps // self.eval_freq + 1) * self.eval_freq
         self.best = best_score(self.csv_path)  # a resumed run keeps its best
+        if self.evaluator is not None:
+            self.evaluator.register(self)
         if self.callback_after_eval is not None:
             self.callback_after_eval.init_callback(self.model)
 
@@ -303,10 +316,19 @@ class StepEvalCallback(BaseCallback):
         seen = vecnorm.normalize_obs(obs) if vecnorm is not None else obs
         return self.model.predict(seen, deterministic=True)[0]
 
-    def evaluate_now(self) -> EvalRecord:
-        """Evaluate the current model, record it and update the best model."""
+    @property
+    def due(self) -> bool:
+        """Whether an evaluation falls due at this rollout's start."""
+        return self.model.num_timesteps >= self.next_eval
+
+    def evaluate_now(self, batched: bool = False) -> EvalRecord:
+        """Evaluate the current model, record it and update the best model (``batched``: through the evaluator)."""
         t0 = time.perf_counter()
-        rec = eval_record(self.predict, self.env_id, self.env_kwargs, self.n_episodes, self.model.num_timesteps)
+        result = self.evaluator(self) if batched and self.evaluator is not None else None
+        if result is not None:
+            rec = record_of(result, self.model.num_timesteps, time.perf_counter() - t0)
+        else:
+            rec = eval_record(self.predict, self.env_id, self.env_kwargs, self.n_episodes, self.model.num_timesteps)
         append_record(self.csv_path, rec)
         if rec.win_rate is not None:
             self.logger.record("eval/win_rate", rec.win_rate)
@@ -326,8 +348,8 @@ class StepEvalCallback(BaseCallback):
         return rec
 
     def _on_rollout_start(self) -> None:
-        if self.model.num_timesteps >= self.next_eval:
-            self.evaluate_now()
+        if self.due:
+            self.evaluate_now(batched=True)
             self.next_eval = (self.model.num_timesteps // self.eval_freq + 1) * self.eval_freq
 
     def _on_step(self) -> bool:

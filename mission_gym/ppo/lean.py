@@ -99,6 +99,10 @@ class LeanPPO(LeanEntropy, PPO):
     #: compile each minibatch's loss with ``torch.compile`` (the trainer sets it from ``compile_update``)
     compile_update = False
     _compiled: Any = None
+    #: teachers of a distillation (:class:`~mission_gym.ppo.distill.Teachers`) and the KL coefficient by env step
+    teachers: Any = None
+    distill_coef: Any = None
+    _teacher_logp: Any = None
 
     def _setup_model(self) -> None:
         super()._setup_model()
@@ -112,7 +116,7 @@ class LeanPPO(LeanEntropy, PPO):
             _swap_tanh(self.policy, _SIGMOID_TANH_MIN if small else 0)
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_compiled"]
+        return [*super()._excluded_save_params(), "_compiled", "teachers", "distill_coef", "_teacher_logp"]
 
     # --- the update -------------------------------------------------------------------------------------------
     def train(self) -> None:
@@ -127,6 +131,9 @@ class LeanPPO(LeanEntropy, PPO):
         if self.clip_range_vf is not None:
             clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
         data = self._flat_rollout()
+        kl_coef = float(self.distill_coef(self.num_timesteps)) if self._teacher_logp is not None else 0.0
+        teacher_all = data.pop() if self._teacher_logp is not None else None
+        distill_sum = th.zeros((), dtype=th.float64, device=self.device)
         size = data[0].shape[0]
         batch_size = self.batch_size
         # policy loss, clip fraction, value loss, entropy loss, minibatches
@@ -145,10 +152,11 @@ class LeanPPO(LeanEntropy, PPO):
             # SB3's RolloutBuffer.get draws the same permutation
             order = th.from_numpy(np.random.permutation(size)).to(self.device)
             observations, actions, old_values, old_log_prob, advantages_all, returns = (t.index_select(0, order) for t in data)
+            teacher = teacher_all.index_select(0, order) if teacher_all is not None else None
             kl_sum, kl_n = th.zeros((), dtype=th.float64, device=self.device), 0
             for start in range(0, size, batch_size):
                 end = start + batch_size
-                batch = (
+                batch: tuple[Any, ...] = (
                     observations[start:end],
                     actions[start:end],
                     old_values[start:end],
@@ -158,6 +166,8 @@ class LeanPPO(LeanEntropy, PPO):
                     clip_range,
                     clip_range_vf,
                 )
+                if teacher is not None:
+                    batch = (*batch, teacher[start:end], kl_coef)
                 try:
                     loss, stats, approx_kl_div = loss_fn(*batch)
                 except Exception as exc:
@@ -172,6 +182,9 @@ class LeanPPO(LeanEntropy, PPO):
                     self.compile_update, self._compiled, loss_fn = False, None, self._loss
                     loss, stats, approx_kl_div = loss_fn(*batch)
                 with th.no_grad():
+                    if teacher is not None:
+                        distill_sum += stats[4].double()
+                        stats = stats[:4]
                     sums += th.cat((stats, one.view(1))).double()
                     kl_sum += approx_kl_div
                     kl_n += 1
@@ -198,6 +211,9 @@ class LeanPPO(LeanEntropy, PPO):
         self.logger.record("train/clip_fraction", mean[1])
         self.logger.record("train/loss", loss.item())
         self.logger.record("train/explained_variance", explained_var)
+        if teacher_all is not None:
+            self.logger.record("train/distill_kl", (distill_sum / sums[4]).item())
+            self.logger.record("train/distill_coef", kl_coef)
         if hasattr(policy, "log_std"):
             self.logger.record("train/std", th.exp(policy.log_std).mean().item())
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
@@ -215,12 +231,17 @@ class LeanPPO(LeanEntropy, PPO):
         returns: th.Tensor,
         clip_range: float,
         clip_range_vf: float | None,
+        teacher_log_probs: th.Tensor | None = None,
+        kl_coef: float = 0.0,
     ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         """One minibatch of ``PPO.train``: the loss, its logged terms (policy loss, clip fraction, value loss,
-        entropy loss) and the approximate KL divergence, in SB3's order of operations."""
+        entropy loss, and with a teacher the mean KL to it) and the approximate KL divergence, in SB3's order of
+        operations; with ``teacher_log_probs`` the loss adds ``kl_coef`` times the KL to them
+        (:mod:`mission_gym.ppo.distill`)."""
         if isinstance(self.action_space, spaces.Discrete):
             actions = actions.long().flatten()
-        values, log_prob, entropy = self._evaluate(observations, actions)
+        student: list[th.Tensor] | None = [] if teacher_log_probs is not None else None
+        values, log_prob, entropy = self._evaluate(observations, actions, student)
         values = values.flatten()
         if self.normalize_advantage and len(advantages) > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -235,9 +256,18 @@ class LeanPPO(LeanEntropy, PPO):
         value_loss = F.mse_loss(returns, values_pred)
         entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
         loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
+        distill = None
+        if student:
+            from mission_gym.ppo.distill import kl_to_teacher
+
+            assert teacher_log_probs is not None
+            distill = kl_to_teacher(student[0], teacher_log_probs).mean()
+            if kl_coef:
+                loss = loss + kl_coef * distill
         with th.no_grad():
             clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float())
-            stats = th.stack((policy_loss, clip_fraction, value_loss, entropy_loss))
+            terms = (policy_loss, clip_fraction, value_loss, entropy_loss)
+            stats = th.stack(terms if distill is None else (*terms, distill.detach()))
             log_ratio = log_prob - old_log_prob
             approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio)
         return loss, stats, approx_kl_div
@@ -258,11 +288,19 @@ class LeanPPO(LeanEntropy, PPO):
             elif name != "observations":
                 array = array.reshape(-1)
             out.append(th.as_tensor(array, device=self.device))
+        if self._teacher_logp is not None:
+            teacher = self._teacher_logp
+            out.append(th.as_tensor(buffer.swap_and_flatten(teacher), device=self.device))
         return out
 
-    def _evaluate(self, obs: th.Tensor, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
+    def _evaluate(
+        self, obs: th.Tensor, actions: th.Tensor, log_probs_out: list[th.Tensor] | None = None
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
         """``policy.evaluate_actions``, with equal categorical heads as one tensor and a Gaussian's log-probability
-        and entropy without a ``Normal`` object."""
+        and entropy without a ``Normal`` object (``log_probs_out``: gets the heads' normalised log-probabilities,
+        ``(batch, heads, actions)``, for a distillation)."""
+        if log_probs_out is not None and self._heads is None:
+            raise ValueError("distillation needs equal categorical action heads (Mission Gym's)")
         if self._gaussian:
             return self._evaluate_gaussian(obs, actions)
         if self._heads is None:
@@ -274,6 +312,8 @@ class LeanPPO(LeanEntropy, PPO):
         n_heads, n_actions = self._heads
         logits = logits.view(-1, n_heads, n_actions)
         logits = logits - logits.logsumexp(dim=-1, keepdim=True)  # what Categorical(logits=...) keeps
+        if log_probs_out is not None:
+            log_probs_out.append(logits)
         log_prob = logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1).sum(dim=1)
         if float(self.ent_coef) == 0.0:  # only logged: no graph (see mission_gym.ppo.entropy)
             entropy = entropy_no_grad(logits).sum(dim=1)
@@ -312,9 +352,18 @@ class LeanPPO(LeanEntropy, PPO):
         if self.use_sde:
             self.policy.reset_noise(env.num_envs)
         callback.on_rollout_start()
+        teachers = self.teachers if self.teachers is not None and self.distill_coef(self.num_timesteps) > 0 else None
+        self._teacher_logp = None
+        if teachers is not None:
+            self._teacher_logp = np.zeros((n_rollout_steps, env.num_envs, *teachers.heads), dtype=np.float32)
+            vecnorm = self.get_vec_normalize_env()
+            core = env.unwrapped.core
         while n_steps < n_rollout_steps:
             if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
                 self.policy.reset_noise(env.num_envs)
+            if teachers is not None:  # each game's teacher's view of the observation the student acts on
+                raw = vecnorm.get_original_obs() if vecnorm is not None else self._last_obs
+                self._teacher_logp[n_steps] = teachers.log_probs(raw, teachers.of_games(core))
             with th.no_grad():
                 obs_tensor = obs_as_tensor(self._last_obs, self.device)
                 action_tensor, values, log_probs = self._act(obs_tensor)

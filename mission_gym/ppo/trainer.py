@@ -9,37 +9,16 @@ has (:func:`~mission_gym.settings.sizing.check_memory`). A session holds its run
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
-import signal
-import sys
-import time
-import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
-from mission_gym.hardware import disarm_parent_death_signal
+from mission_gym.ppo.batched.maths import batchable
 from mission_gym.ppo.build import RunSetup, build_run, space_signature
-from mission_gym.ppo.callbacks import (
-    EntropyPhaseCallback,
-    EpisodeMetricsCallback,
-    RolloutThreadsCallback,
-    StepCheckpointCallback,
-    StepEvalCallback,
-    StopAtStepCallback,
-    StopFlagCallback,
-    StopTraining,
-    TimingCallback,
-    Timings,
-    save_checkpoint,
-    save_model,
-)
 from mission_gym.ppo.result import TrainResult
-from mission_gym.ppo.schedules import entropy_schedule
+from mission_gym.ppo.session import EXIT_SIGNAL, Outcome, Session, stop_on_signals
 from mission_gym.rundir.directory import (
     RunDir,
     check_run_name,
@@ -48,15 +27,15 @@ from mission_gym.rundir.directory import (
     resolve_run_dir,
     write_new_run,
 )
-from mission_gym.rundir.evaluations import EVALUATIONS, EvalRecord, drop_rows_after
-from mission_gym.rundir.files import atomic_write_text, now, read_json
+from mission_gym.rundir.evaluations import EVALUATIONS, drop_rows_after
+from mission_gym.rundir.files import atomic_write_text
 from mission_gym.rundir.lock import RunLock, lock_run
 from mission_gym.rundir.recovery import newest_loadable_checkpoint
 from mission_gym.settings.resolve import Resolved, resolve
 from mission_gym.settings.schema import TrainConfig
 from mission_gym.settings.sizing import check_memory
 
-EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+__all__ = ["EXIT_SIGNAL", "RESUME_OVERRIDES", "Trainer", "train_together"]
 # Flags a resumed run may change: they touch neither the learning maths nor the env.
 RESUME_OVERRIDES = ("timesteps", "device", "num_threads", "vec_env")
 
@@ -256,239 +235,88 @@ class Trainer:
     # --- training ---------------------------------------------------------------------------------------------
     def train(self, stop_at: int | None = None, callbacks: Sequence[Any] = (), callback_after_eval: Any = None) -> TrainResult:
         """Train to the target step count; on SIGINT/SIGTERM or a crash, save a checkpoint and finish the files.
+        On CUDA a model the batched learner covers trains through it (:func:`train_together` of one run), its
+        rollout's inference and its update captured in CUDA graphs instead of launched kernel by kernel.
 
         :param stop_at: pause once this many env steps are trained (status ``paused``, exit code 0, a checkpoint
             saved, no final model); ``--resume`` continues the run with its schedules where they were
         :param callbacks: more SB3 callbacks for this session (e.g. a dashboard's)
         :param callback_after_eval: called after each evaluation (see :class:`~mission_gym.ppo.callbacks.StepEvalCallback`)
         """
+        if self.device.startswith("cuda") and batchable(self.model) is None:
+            return train_together([self], stop_at, [(callbacks, callback_after_eval)])[0]
         try:
-            return self._train(stop_at, callbacks, callback_after_eval)
+            with stop_on_signals() as received:
+                session = Session(self, received, stop_at, callbacks, callback_after_eval)
+                outcome = self._learn(session)
+            return session.end(outcome)
         finally:
             if self.lock is not None:
                 self.lock.release()
 
-    def _train(self, stop_at: int | None, callbacks: Sequence[Any], callback_after_eval: Any) -> TrainResult:
-        """The session itself (:meth:`train` releases the lock after it, whatever happens)."""
-        from mission_gym.ppo.monitor import ResourceMonitorCallback
-        from mission_gym.rundir.logger import make_logger
-
-        t_start = time.perf_counter()
-        config, model, run = self.config, self.model, self.run
-        model.set_logger(make_logger(run.path, config.tensorboard, self.resume_step))
-        timings = Timings()
-        evaluate = StepEvalCallback(
-            run, config.env, config.env_kwargs, config.eval_episodes, config.eval_freq, timings, callback_after_eval
-        )
-        monitor = ResourceMonitorCallback(device=self.device)
-        pause = StopAtStepCallback(stop_at) if stop_at is not None else None
-        start_steps = model.num_timesteps
-        session = {"started": now(), "start_timesteps": start_steps, "device": self.device, "threads": self.threads}
-        started = now() if self.resume_step is None else read_json(run / "metadata.json").get("started", now())
-        run.update_metadata(status="running", started=started)
-        t_learn = time.perf_counter()
-        with _stop_on_signals() as received:
-            session_callbacks = self._callbacks(timings, evaluate, monitor, pause, received, callbacks)
-            status, exit_code, message = self._learn(session_callbacks, received, pause)
-        learn_s = time.perf_counter() - t_learn
-        try:
-            checkpoint, final_eval = self._finish(status, start_steps, evaluate, timings, monitor)
-        except OSError as exc:
-            if not _disk_full(exc):
-                raise
-            checkpoint, final_eval = None, None
-            status, exit_code, message = "crashed", 1, self._disk_full_message(exc)
-        result = TrainResult(
-            run_dir=run.path,
-            status=status,
-            exit_code=exit_code,
-            timesteps=int(model.num_timesteps),
-            target_timesteps=config.timesteps,
-            session_steps=int(model.num_timesteps - start_steps),
-            wall_s=time.perf_counter() - t_start,
-            learn_s=learn_s,
-            rollout_s=timings.rollout_s,
-            train_s=timings.train_s,
-            eval_s=timings.eval_s,
-            save_s=timings.save_s,
-            final_eval=final_eval,
-            checkpoint=checkpoint,
-            message=message if status != "paused" else f"paused at --stop-at {stop_at:,}; --resume {run.path} continues it",
-        )
-        try:
-            self._record_session(result, session)
-        except OSError as exc:  # the disk is full: metadata.json keeps what it said last
-            if not _disk_full(exc):
-                raise
-        return result
-
-    def _callbacks(
-        self,
-        timings: Timings,
-        evaluate: StepEvalCallback,
-        monitor: Any,
-        pause: StopAtStepCallback | None,
-        received: list[int],
-        extra: Sequence[Any],
-    ) -> list[Any]:
-        """The session's callbacks, in order: timing first (so evaluations and checkpoints are counted apart)."""
-        from stable_baselines3.common.callbacks import ProgressBarCallback
-
-        config = self.config
-        out = [
-            TimingCallback(timings),
-            RolloutThreadsCallback(self.threads),
-            StopFlagCallback(lambda: bool(received)),
-            EpisodeMetricsCallback(),
-            StepCheckpointCallback(self.run, config.save_freq, config.keep_checkpoints, timings),
-            evaluate,
-            monitor,
-            *extra,
-        ]
-        ent_schedule = entropy_schedule(config.ent_coef, config.phases, config.timesteps)
-        if ent_schedule is not None:
-            out.append(EntropyPhaseCallback(ent_schedule))
-        out += self.setup.callbacks
-        if pause is not None:
-            out.append(pause)
-        if self.progress and sys.stderr.isatty():
-            out.append(ProgressBarCallback())
-        return out
-
-    def _learn(self, callbacks: list[Any], received: list[int], pause: StopAtStepCallback | None) -> tuple[str, int, str]:
-        """Run SB3's ``learn`` to the target; ``(status, exit code, message)``."""
+    def _learn(self, session: Session) -> Outcome:
+        """SB3's ``learn`` to the target; how it ended."""
         from stable_baselines3.common.callbacks import CallbackList
 
         model = self.model
         try:
             model.learn(
                 total_timesteps=self.config.timesteps - model.num_timesteps,
-                callback=CallbackList(callbacks),
+                callback=CallbackList(session.callbacks),
                 reset_num_timesteps=self.resume_step is None,
                 progress_bar=False,
             )
-        except (EOFError, BrokenPipeError, ConnectionResetError) as exc:
-            return "crashed", 1, f"an env worker process died ({type(exc).__name__}); its traceback is above"
-        except KeyboardInterrupt:
-            return "interrupted", EXIT_SIGNAL[signal.SIGINT], ""
-        except StopTraining as exc:
-            return "stopped", 0, f"stopped early: {exc}"
-        except Exception as exc:
-            if isinstance(exc, OSError) and _disk_full(exc):  # one line says it all: no traceback
-                return "crashed", 1, self._disk_full_message(exc)
-            traceback.print_exc()
-            return "crashed", 1, _crash_message(exc, model, self.config, self.device)
-        if received:
-            return "interrupted", EXIT_SIGNAL[signal.Signals(received[0])], ""
-        if pause is not None and pause.reached:
-            return "paused", 0, ""
-        return "finished", 0, ""
-
-    def _finish(
-        self, status: str, start_steps: int, evaluate: StepEvalCallback, timings: Timings, monitor: Any
-    ) -> tuple[Path | None, EvalRecord | None]:
-        """Save the session's checkpoint (and, when finished, the final model and its evaluation), close the logs
-        and the env; ``(checkpoint, final evaluation)``."""
-        import torch
-
-        model, run, config = self.model, self.run, self.config
-        last_train_s = timings.close_update(time.perf_counter())
-        if last_train_s:
-            model.logger.record("time/train_s", last_train_s)
-        checkpoint = None
-        final_eval = evaluate.last if evaluate.last is not None and evaluate.last.timesteps == model.num_timesteps else None
-        try:
-            if model.num_timesteps > start_steps or self.resume_step is None:
-                t0 = time.perf_counter()
-                checkpoint = save_checkpoint(model, run, config.keep_checkpoints)
-                timings.save_s += time.perf_counter() - t0
-            if status == "finished":
-                save_model(model, run / "final_model.zip")
-                if final_eval is None:
-                    t0 = time.perf_counter()
-                    torch.set_num_threads(1)
-                    try:
-                        final_eval = evaluate.evaluate_now()
-                    except StopTraining:  # e.g. a search pruning at this evaluation: training has ended already
-                        final_eval = evaluate.last
-                    finally:
-                        torch.set_num_threads(self.threads)
-                    timings.eval_s += time.perf_counter() - t0
-            # the final update and evaluation: a row of their own after a stop mid-rollout, else they fill in the
-            # columns the last rollout's row lacks (progress.csv keeps one row per step; TensorBoard gets them all)
-            model.logger.record("time/total_timesteps", model.num_timesteps)
-            model.logger.dump(model.num_timesteps)
-        finally:
-            model.logger.close()
-            monitor.close()
-            with contextlib.suppress(Exception):  # a dead worker's pipe; the run's files are what matter now
-                model.get_env().close()
-        return checkpoint, final_eval
-
-    def _disk_full_message(self, exc: OSError) -> str:
-        """The one line a session stopped by a full disk ends with: what failed, what is kept, what to do."""
-        latest = self.run.latest_checkpoint()
-        kept = f"the newest checkpoint is {latest[1].name}" if latest else "there is no checkpoint yet"
-        return (
-            f"disk full: {exc.strerror or exc} writing {exc.filename or 'a file'}; nothing half-written was kept and "
-            f"{kept}; free some space, then --resume {self.run.path}"
-        )
-
-    def _record_session(self, result: TrainResult, session: dict[str, Any]) -> None:
-        meta = read_json(self.run / "metadata.json")
-        session.update(ended=now(), status=result.status, end_timesteps=result.timesteps, fps=round(result.fps, 1))
-        self.run.update_metadata(
-            status=result.status,
-            ended=now(),
-            timesteps=result.timesteps,
-            sessions=[*meta.get("sessions", []), session],
-            result={k: v for k, v in result.to_dict().items() if k not in ("run_dir",)},
-        )
+        except SystemExit:
+            raise
+        except BaseException as exc:  # Ctrl-C's KeyboardInterrupt included: the session keeps a checkpoint
+            return session.outcome(exc)
+        return session.outcome()
 
 
-@contextlib.contextmanager
-def _stop_on_signals() -> Iterator[list[int]]:
-    """SIGINT and SIGTERM ask training to stop after the current step (the signals received are yielded); a second
-    one stops it at once, unless the process has lost its parent: the kernel then repeats its parent-death SIGTERM
-    (once per thread of the dead parent), and the repeats are not a second request."""
-    received: list[int] = []
-    parent = os.getppid()
+def train_together(
+    trainers: Sequence[Trainer],
+    stop_at: int | None = None,
+    extras: Sequence[tuple[Sequence[Any], Any]] | None = None,
+    on_iteration: Callable[[], None] | None = None,
+) -> list[TrainResult]:
+    """Train the sessions of several runs of one network shape (a population's members) as one batched learner
+    (:mod:`mission_gym.ppo.batched`): one rollout step and one minibatch step for all of them, their envs stepped on
+    every core of this process, their in-training evaluations played at once. Each run's files, logs, checkpoints
+    and result are its own, as if it trained alone; a signal stops them all, each with a checkpoint; an error in
+    one run's own code (a callback, its env) ends that run alone.
 
-    def on_signal(signum: int, frame: Any) -> None:
-        if received:
-            if os.getppid() != parent:  # orphaned: the parent-death signal again
-                return
-            signal.signal(signum, signal.SIG_DFL)  # a second Ctrl-C: stop at once
-            raise KeyboardInterrupt
-        received.append(signum)
-        disarm_parent_death_signal()  # stopping already: no more from a dying parent, during or after the stop
-        print(f"\n{signal.Signals(signum).name}: stopping after this step, saving a checkpoint...", file=sys.stderr)
+    :param stop_at: pause every run once it has trained this many env steps
+    :param extras: for each run, ``(callbacks, callback_after_eval)`` as :meth:`Trainer.train` takes them
+    :param on_iteration: called after each iteration (rollout and update) of the batch
+    :returns: each run's result, in order
+    """
+    from mission_gym.hardware import available_cores
+    from mission_gym.ppo.batched.learner import BatchedLearner, BatchEvaluator, Member
 
-    previous = {s: signal.signal(s, on_signal) for s in EXIT_SIGNAL}
     try:
-        yield received
+        with stop_on_signals() as received:
+            evaluator = BatchEvaluator()
+            sessions = []
+            for k, trainer in enumerate(trainers):
+                callbacks, after_eval = extras[k] if extras is not None else ((), None)
+                sessions.append(Session(trainer, received, stop_at, callbacks, after_eval, evaluator))
+            members = []
+            for trainer, session in zip(trainers, sessions):
+                assert trainer.setup.streams is not None
+                total, callback = session.setup_learn()
+                members.append(Member(trainer.model, callback, total, *trainer.setup.streams))
+            try:
+                learner = BatchedLearner(members, threads=available_cores(), on_iteration=on_iteration)
+                evaluator.learner = learner
+                learner.learn()
+                outcomes = [s.outcome(m.error if m.status == "failed" else None) for s, m in zip(sessions, members)]
+            except SystemExit:
+                raise
+            except BaseException as exc:  # the batch itself failed (CUDA out of memory, Ctrl-C twice): every run ends
+                first = sessions[0].outcome(exc)
+                outcomes = [first] * len(sessions)
+        return [s.end(o) for s, o in zip(sessions, outcomes)]
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
-def _disk_full(exc: OSError) -> bool:
-    return exc.errno in (errno.ENOSPC, errno.EDQUOT)
-
-
-def _crash_message(exc: BaseException, model: Any, config: TrainConfig, device: str) -> str:
-    """The explanation of a crash; for CUDA OOM, the memory estimator's view of the run and the largest preset
-    that fits the card."""
-    import torch
-
-    if isinstance(exc, torch.cuda.OutOfMemoryError):
-        try:
-            from mission_gym.hardware import gpu_memory_gb, total_ram_gb
-            from mission_gym.settings.notes import oom_message
-            from mission_gym.settings.sizing import shape_from_config
-
-            shape = shape_from_config(config, device="cuda")
-            return oom_message(shape, gpu_memory_gb(device), total_ram_gb())
-        except Exception:
-            return "CUDA out of memory: try a smaller preset, a smaller --batch-size, or --device cpu"
-    return f"training stopped by {type(exc).__name__}: {exc}"
+        for trainer in trainers:
+            if trainer.lock is not None:
+                trainer.lock.release()

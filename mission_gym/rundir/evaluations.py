@@ -43,6 +43,8 @@ class EvalRecord:
     win_ci_high: float | None = None
     eval_s: float = 0.0
     outcomes: dict[str, int] = field(default_factory=dict)
+    #: wins and games by the defenders' modes (``guard_objective+patrol``: [wins, games]); not a column of the file
+    by_situation: dict[str, list[int]] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
         return {k: ("" if getattr(self, k) is None else getattr(self, k)) for k in EVAL_COLUMNS}
