@@ -176,6 +176,7 @@ class LocalLauncher:
     :param summary: print the summary table and write ``summary.json`` at the end
     :param status_every_s: without a live table, print one line of every running job's steps this often (0: never)
     :param mps: with more than one CUDA job at a time, serve them by a private MPS daemon (:mod:`mission_gym.launch.mps`)
+    :param on_poll: called at every poll of the jobs (a population's progress line)
     """
 
     def __init__(
@@ -194,6 +195,7 @@ class LocalLauncher:
         summary: bool = True,
         status_every_s: float = 0.0,
         mps: bool = True,
+        on_poll: Callable[[], None] | None = None,
     ) -> None:
         self.runs_dir = Path(runs_dir)
         self.launch_dir = Path(launch_dir)
@@ -209,6 +211,7 @@ class LocalLauncher:
         self.summary = summary
         self.status_every_s = status_every_s
         self.mps = mps
+        self.on_poll = on_poll
         self._extra_env: dict[str, str] = {}
         self.gpus: list[GpuInfo] = list_gpus()
         self.records = [JobRecord(j, self.runs_dir / j.name, self.launch_dir / f"{j.name}.log") for j in jobs]
@@ -260,6 +263,8 @@ class LocalLauncher:
                 if not self.live and self.status_every_s and time.monotonic() - last_status >= self.status_every_s:
                     self.console.print(status_line(self.records), highlight=False, soft_wrap=True)
                     last_status = time.monotonic()
+                if self.on_poll is not None:
+                    self.on_poll()
                 time.sleep(self.poll_interval)
             self._draw(live)
         if self.summary:

@@ -35,9 +35,11 @@ from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
 from mission_gym.hardware import core_ids
+from mission_gym.launch.batch import resolve_learner, train_members_together
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import LocalLauncher
 from mission_gym.launch.members import check_variant, clone_member, member_config, member_seeds, stages
+from mission_gym.launch.progress import PopulationProgress
 from mission_gym.launch.report import JobRecord
 from mission_gym.launch.scoring import describe_score, saved_timesteps, score_models, scoring_workers
 from mission_gym.ppo.trainer import EXIT_SIGNAL, Trainer
@@ -57,7 +59,6 @@ from mission_gym.settings.schema import TrainConfig
 
 MEMBERS = "members"
 STATE = "population.json"
-STATUS_EVERY_S = 60.0
 BACKENDS = ("local", "ray")
 
 #: what :class:`PopulationRun` calls after each cut (the end included) is written to ``population.json``: the run
@@ -127,6 +128,8 @@ class PopulationRun:
         self.state: dict[str, Any] = read_json(run / STATE)
         self.stop_signal: int | None = None
         self.on_cut = on_cut
+        self.learner = resolve_learner(config, backend)
+        self.progress = PopulationProgress(config, self.state, self.members_dir, say=lambda line: print(line, flush=True))
 
     # --- construction ---------------------------------------------------------------------------------------
     @classmethod
@@ -217,6 +220,8 @@ class PopulationRun:
         started = read_json(self.run / "metadata.json").get("started") or session_started
         # this session's start, so a dashboard can count it in the run's wall time before the session is listed
         self.run.update_metadata(status="running", started=started, session_started=session_started)
+        how = "in this process as one batched learner" if self.learner == "batched" else "as processes side by side"
+        print(f"population: members train {how} (population.learner {self.config.population.learner})", flush=True)
         if self.backend == "ray":
             from mission_gym.launch import ray_backend
             from mission_gym.launch.ray_backend import RayUnavailable
@@ -386,6 +391,9 @@ class PopulationRun:
         if not todo:
             return codes
         jobs = [self.member_job(name, step) for name in todo]
+        if self.learner == "batched":
+            more, self.stop_signal = train_members_together(self.members_dir, jobs, on_iteration=self.progress.tick)
+            return {**codes, **more}
         records = self._launch(jobs)
         for r in records:
             codes[r.name] = r.returncode if r.returncode is not None else 1
@@ -430,8 +438,8 @@ class PopulationRun:
             console=self.console,
             live=False,
             summary=False,
-            status_every_s=STATUS_EVERY_S,
             mps=self.mps,
+            on_poll=self.progress.tick,
         )
         records = launcher.run()
         self.stop_signal = launcher.stop_signal

@@ -104,6 +104,11 @@ class Population(_Strict):
         default_factory=list,
         description="member k trains with variants[k % len(variants)] applied over the run's configuration",
     )
+    learner: Literal["auto", "processes", "batched"] = Field(
+        "auto",
+        description="processes: a train_ppo process per member; batched: the members in one batched learner "
+        "(mission_gym.ppo.batched); auto: batched where the members train on CUDA, else processes",
+    )
 
     @field_validator("variants", mode="before")
     @classmethod

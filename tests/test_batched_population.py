@@ -1,0 +1,73 @@
+"""A population trained as one batched learner (``population.learner: batched``): the same plan, files and
+interrupt-and-resume as members in processes of their own; its progress line counts the run's plan."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from stable_baselines3 import PPO
+
+from mission_gym.launch.progress import planned_steps
+from mission_gym.rundir.directory import RunDir
+from mission_gym.settings.overrides import apply_overrides
+from mission_gym.settings.presets import load_preset
+
+CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
+
+
+def run_cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_batched_population_cuts_clones_and_adopts_like_processes(tmp_path):
+    pop = "population={size: 3, cuts: [{at: 512, keep: 1, clones: 1}], episodes: 4, learner: batched}"
+    proc = run_cli(
+        ["--preset", "quick", "--timesteps", "1024", "--run-name", "p", "--hyperparams", pop, "--no-progress"], tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "one batched learner" in proc.stdout and "train together in this process" in proc.stdout
+    run = tmp_path / "runs" / "p"
+    cut, end = json.loads((run / "population.json").read_text())["cuts"]
+    assert len(cut["scores"]) == 3 and len(cut["kept"]) == 2 and cut["clones"] == ["m3"]
+    for name in cut["kept"]:  # each member is an ordinary run, its model SB3's own
+        member = RunDir(run / "members" / name)
+        meta = json.loads((member / "metadata.json").read_text())
+        assert meta["status"] == "finished" and meta["timesteps"] >= 1024
+        assert (member / "evaluations.csv").is_file() and member.checkpoints()
+        PPO.load(member / "final_model.zip", device="cpu")
+    assert (run / "best_model.zip").is_file() and json.loads((run / "metadata.json").read_text())["status"] == "finished"
+
+
+def test_a_batched_population_stops_on_ctrl_c_and_resumes(tmp_path):
+    pop = "population={size: 2, cuts: [{at: 8000, keep: 1}], episodes: 2, learner: batched}"
+    args = ["--preset", "quick", "--timesteps", "16000", "--save-freq", "512", "--eval-freq", "0", "--run-name", "p"]
+    proc = subprocess.Popen(CLI + [*args, "--hyperparams", pop, "--no-progress"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    members = [RunDir(tmp_path / "runs" / "p" / "members" / m) for m in ("m0", "m1")]
+    deadline = time.monotonic() + 120
+    while not all(m.checkpoints() for m in members):
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "no member checkpoint in time"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    for m in members:  # each member saved a checkpoint and released its lock
+        assert json.loads((m / "metadata.json").read_text())["status"] == "interrupted"
+        assert (m / ".lock").read_text() == ""
+    done = run_cli(["--resume", "p", "--no-progress"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "runs" / "p" / "final_model.zip").is_file()
+
+
+def test_the_plan_counts_every_stage_and_every_draw():
+    config = apply_overrides(load_preset("cpu"), {})
+    # 8 x 1.25M + 4 x 0.75M + 2 x 0.75M + 2 x 6.25M
+    assert planned_steps(config, {"members": [], "cuts": []}) == 10_000_000 + 3_000_000 + 1_500_000 + 12_500_000
+    drawn = {"members": [{"name": f"m{k}", "drawn_at": 2_000_000} for k in range(8, 12)], "cuts": []}
+    assert planned_steps(config, drawn) == 27_000_000 + 4 * 2_000_000
