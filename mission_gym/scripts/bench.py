@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import functools
 import json
-import os
 import subprocess
 import sys
 import time
@@ -34,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from mission_gym.config.loader import suggest
-from mission_gym.hardware import available_cores, core_ids, thread_env
+from mission_gym.hardware import available_cores
+from mission_gym.scripts.bench_members import batched_one, parse_placement, placement_mode, population_mode, preset_problem
 from mission_gym.scripts.bench_report import plot_train, print_table, print_train_table, speedups, write_csv
 from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
 
@@ -265,53 +264,6 @@ def run_train_sweep(
     return rows
 
 
-def parse_placement(text: str) -> tuple[int, int]:
-    """``"4x1"`` → 4 members of 1 learner thread each."""
-    members, _, threads = text.partition("x")
-    try:
-        m, t = int(members), int(threads)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected MEMBERSxTHREADS like 2x1, got {text!r}") from None
-    if m < 1 or t < 1:
-        raise argparse.ArgumentTypeError(f"members and threads must be >= 1, got {text!r}")
-    return m, t
-
-
-def run_placements(
-    preset: str, placements: list[tuple[int, int]], rollouts: int, device: str, mps: bool = True
-) -> list[dict[str, object]]:
-    """Each (members, threads): that many train workers of ``preset`` at once, each with ``threads`` learner threads
-    pinned to its own ``threads`` cores (round-robin over this process's cores), the way a population runs them
-    (on CUDA sharing the GPU through MPS as a population's members do, unless ``mps`` is False); the rows give each
-    member's steps/s and the machine's total."""
-    from mission_gym.launch import mps as gpu_mps
-
-    cores = core_ids()
-    rows: list[dict[str, object]] = []
-    say = functools.partial(print, file=sys.stderr)
-    for members, threads in placements:
-        procs = []
-        with gpu_mps.sharing(mps and device.startswith("cuda"), members, members, say=say) as extra:
-            for k in range(members):
-                own = {cores[(k * threads + j) % len(cores)] for j in range(threads)}
-                cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--train-worker",
-                       json.dumps([preset, None, "native", rollouts, device, "lean", threads])]  # fmt: skip
-                env = {**os.environ, **thread_env(threads), **extra}
-                procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                              preexec_fn=lambda own=own: os.sched_setaffinity(0, own)))  # fmt: skip
-            fps = []
-            for proc in procs:
-                out, err = proc.communicate()
-                if proc.returncode != 0:
-                    raise RuntimeError((err.strip().splitlines() or ["no output"])[-1])
-                fps.append(float(json.loads(out.strip().splitlines()[-1])["fps"]))
-        row = {"preset": preset, "members": members, "threads": threads, "cores": len(cores), "mps": bool(extra),
-               "member_steps_per_s": sum(fps) / len(fps), "total_steps_per_s": sum(fps)}  # fmt: skip
-        rows.append(row)
-        print(f"  {members} members x {threads} thread(s): {row['total_steps_per_s']:,.0f} steps/s in all", file=sys.stderr)
-    return rows
-
-
 def _thread_counts(cores: int) -> list[int]:
     """1, 2, 4, ... up to ``cores``, and ``cores`` itself."""
     counts = [1]
@@ -327,8 +279,9 @@ def build_parser() -> CliParser:
         "training steps/s of presets as the trainer builds them (--mode train).",
     )
     p.add_argument(
-        "--mode", choices=["env", "train", "placement"], default="env",
-        help="env: simulation only; train: PPO rollouts + updates; placement: members x learner threads side by side",
+        "--mode", choices=["env", "train", "placement", "population"], default="env",
+        help="env: simulation only; train: PPO rollouts + updates; placement: members x learner threads side by side; "
+             "population: N members as processes side by side vs one batched learner",
     )  # fmt: skip
     p.add_argument(
         "--placements", nargs="+", type=parse_placement, default=None, metavar="MxT",
@@ -336,7 +289,15 @@ def build_parser() -> CliParser:
     )  # fmt: skip
     p.add_argument(
         "--preset", nargs="+", default=["cpu"], metavar="NAME",
-        help="presets measured by --mode train or placement: names or preset files [cpu]",
+        help="presets measured by --mode train, placement or population: names or preset files [cpu]",
+    )  # fmt: skip
+    p.add_argument(
+        "--members", type=int, nargs="+", default=None, metavar="N",
+        help="--mode population: population sizes [1 2 4 8 16 32 up to 2 per core]",
+    )  # fmt: skip
+    p.add_argument(
+        "--learners", nargs="+", choices=["processes", "batched"], default=["processes", "batched"],
+        help="--mode population: how the members train [both]",
     )  # fmt: skip
     p.add_argument(
         "--rollouts", type=int, default=4, help="rollouts timed per configuration, after one of warm-up (--mode train)"
@@ -360,6 +321,7 @@ def build_parser() -> CliParser:
     )
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="--mode train: also draw FPS and memory to PNG")
     p.add_argument("--train-worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--batch-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument(
         "--n-envs", type=int, nargs="+", default=None, metavar="N",
         help=f"n_envs values to sweep [--mode env: {' '.join(map(str, DEFAULT_N_ENVS))}; --mode train: the preset's own]",
@@ -378,21 +340,6 @@ def build_parser() -> CliParser:
     return p
 
 
-def _preset_problem(name: str) -> str | None:
-    """Why ``--preset NAME`` cannot be measured (one line), or None: a shipped run preset's name, or the path of a
-    preset file as ``train_ppo --preset`` takes it (``preset_path`` tells the two apart and suggests names)."""
-    from mission_gym.config import ConfigError
-    from mission_gym.settings.presets import is_selector, load_preset
-
-    try:
-        if is_selector(name):
-            return f"--preset {name!r} is not a run preset: it picks one by hardware (selector: true)"
-        load_preset(name)
-    except ConfigError as exc:
-        return f"--preset: {(str(exc).splitlines() or [f'{name!r} is not a valid preset'])[0]}"
-    return None
-
-
 def _train_mode(args: argparse.Namespace) -> int:
     from mission_gym.hardware import detect_hardware
 
@@ -401,7 +348,7 @@ def _train_mode(args: argparse.Namespace) -> int:
         return fail(f"--vec-env {bad[0]!r} is not valid for --mode train{suggest(bad[0], list(TRAIN_KINDS))}; "
                     f"valid: {', '.join(TRAIN_KINDS)}")  # fmt: skip
     for name in args.preset:
-        problem = _preset_problem(name)
+        problem = preset_problem(name)
         if problem:
             return fail(problem)
     if args.rollouts < 1:
@@ -433,32 +380,6 @@ def _train_mode(args: argparse.Namespace) -> int:
     return 0
 
 
-def _placement_mode(args: argparse.Namespace) -> int:
-    preset = args.preset[0]
-    problem = _preset_problem(preset)
-    if problem:
-        return fail(problem)
-    c = available_cores()
-    placements = args.placements or list(dict.fromkeys([(1, 1), (1, c), (c, 1), (2 * c, 1)]))
-    device = "cpu" if args.device == "auto" else args.device
-    rows = run_placements(preset, placements, args.rollouts, device, mps=not args.no_mps)
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{preset}: members side by side on {c} cores ({args.rollouts} rollouts each after a warm-up)")
-    for col in ("members", "learner threads", "steps/s per member", "steps/s in all"):
-        table.add_column(col, justify="right")
-    for r in rows:
-        table.add_row(
-            str(r["members"]), str(r["threads"]), f"{r['member_steps_per_s']:,.0f}", f"{r['total_steps_per_s']:,.0f}"
-        )
-    Console(width=120).print(table)
-    if args.csv:
-        write_csv(rows, args.csv)
-        print(f"wrote {args.csv}")
-    return 0
-
-
 @one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -466,12 +387,18 @@ def main(argv: list[str] | None = None) -> int:
         preset, n, kind, rollouts, device, algo, threads = json.loads(args.train_worker)
         print(json.dumps(train_one(preset, None if n is None else int(n), kind, int(rollouts), device, algo, int(threads))))
         return 0
+    if args.batch_worker is not None:  # one population size of --mode population, batched, in its own process
+        preset, members, rollouts, device = json.loads(args.batch_worker)
+        print(json.dumps(batched_one(preset, int(members), int(rollouts), device)))
+        return 0
     if any(n < 1 for n in args.n_envs or []) or args.seconds <= 0:
         return fail(f"--n-envs values and --seconds must be positive (got {args.n_envs}, {args.seconds})")
     if args.mode == "train":
         return _train_mode(args)
     if args.mode == "placement":
-        return _placement_mode(args)
+        return placement_mode(args)
+    if args.mode == "population":
+        return population_mode(args)
     args.n_envs = args.n_envs or list(DEFAULT_N_ENVS)
     args.vec_env = args.vec_env or list(ENV_KINDS)
     bad = [k for k in args.vec_env if k not in ENV_KINDS]
