@@ -3,12 +3,22 @@ student that moves towards its teacher."""
 
 from __future__ import annotations
 
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import torch
 from stable_baselines3.common.logger import KVWriter, Logger
 
+from mission_gym.config.yaml_io import read_yaml
 from mission_gym.ppo.distill import Teacher, Teachers, all_situations, kl_to_teacher, linear_coef, situation
 from mission_gym.ppo.lean import LeanPPO
+from mission_gym.rundir.directory import RunDir
 from mission_gym.vec.factory import make_vec_env
 
 
@@ -83,3 +93,67 @@ def test_a_student_moves_towards_its_teacher() -> None:
     student.set_logger(Logger(None, [Capture()]))
     student.learn(6 * 8 * 32)
     assert len(kls) == 5 and kls[-1] < 0.5 * kls[0]
+
+
+CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
+
+
+def _cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def _columns(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_population_cut_makes_students_of_each_situations_best(tmp_path):
+    pop = "population={size: 3, cuts: [{at: 512, keep: 1, clones: 1, distill: {steps: 512, min_games: 1}}], episodes: 8}"
+    proc = _cli(
+        ["--preset", "quick", "--timesteps", "1536", "--run-name", "d", "--hyperparams", pop, "--no-progress"], tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = tmp_path / "runs" / "d"
+    cut = json.loads((run / "population.json").read_text())["cuts"][0]
+    assert cut["teachers"] and all(t["games"] >= 1 for t in cut["teachers"].values())
+    assert "learn from each situation's teacher" in proc.stdout
+    for name in cut["kept"]:  # the kept member and its clone: students, the KL logged while its weight is above 0
+        config = read_yaml(run / "members" / name / "config.yaml")
+        assert config["distill"]["start"] == 512 and config["distill"]["until"] == 1024
+        assert {k for t in config["distill"]["teachers"] for k in t["situations"]} == set(cut["teachers"])
+        rows = [r for r in _columns(run / "members" / name / "progress.csv") if r.get("train/distill_coef")]
+        coefs = [float(r["train/distill_coef"]) for r in rows]
+        assert coefs and coefs[0] > 0 and coefs == sorted(coefs, reverse=True)  # falling to 0 by step 1,024
+        assert all(int(float(r["time/total_timesteps"])) <= 1024 + 256 for r in rows)
+    assert (run / "final_model.zip").is_file()
+
+
+def test_a_student_of_two_runs_gets_each_situation_measured_and_resumes_after_sigkill(tmp_path, monkeypatch):
+    for seed in (0, 1):
+        made = _cli(["--preset", "quick", "--seed", str(seed), "--run-name", f"t{seed}", "--no-progress"], tmp_path)
+        assert made.returncode == 0, made.stderr
+    teachers = [{"model": str(tmp_path / "runs" / f"t{s}" / "final_model.zip")} for s in (0, 1)]
+    preset = {"base": "quick", "timesteps": 8192, "save_freq": 256, "eval_freq": 0,
+              "distill": {"teachers": teachers, "kl_coef": 1.0, "until": 6000}}  # fmt: skip
+    (tmp_path / "student.yaml").write_text(json.dumps(preset))
+    args = ["--preset", str(tmp_path / "student.yaml"), "--run-name", "s", "--no-progress"]
+    proc = subprocess.Popen(CLI + args, cwd=tmp_path, env={**os.environ, "MISSION_GYM_ASSIGN_GAMES": "24"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    run = RunDir(tmp_path / "runs" / "s")
+    deadline = time.monotonic() + 240
+    while not run.checkpoints() or run.latest_checkpoint()[0] < 1024:
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "no checkpoint in time"
+        time.sleep(0.2)
+    proc.kill()  # SIGKILL: no chance to save; the newest checkpoint is what a resume has
+    proc.communicate(timeout=60)
+    killed_at = run.latest_checkpoint()[0]
+    config = read_yaml(run / "config.yaml")
+    listed = [k for t in config["distill"]["teachers"] for k in t["situations"]]
+    assert listed and len(listed) == len(set(listed))  # each measured situation has one teacher
+    done = _cli(["--resume", "s", "--no-progress"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = _columns(run / "progress.csv")
+    kl_steps = [int(float(r["time/total_timesteps"])) for r in rows if r.get("train/distill_kl")]
+    assert killed_at < 6000 and max(kl_steps) > killed_at  # the KL went on after the resume
+    assert (run / "final_model.zip").is_file()

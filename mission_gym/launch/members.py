@@ -12,8 +12,8 @@ import numpy as np
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml
 from mission_gym.ppo.trainer import Trainer
-from mission_gym.rundir.directory import RunDir
-from mission_gym.rundir.files import atomic_write_text, read_json, write_json
+from mission_gym.rundir.directory import RunDir, vecnormalize_path
+from mission_gym.rundir.files import atomic_copy, atomic_write_text, read_json, write_json
 from mission_gym.rundir.lock import LOCK_FILE
 from mission_gym.settings.schema import Population, TrainConfig
 from mission_gym.settings.variants import apply_variant
@@ -71,3 +71,25 @@ def clone_member(members_dir: Path, best: str, name: str, seed: int, step: int) 
     atomic_write_text(members_dir / f"{name}.yaml", dump_yaml({**recipe, "seed": seed}))
     with open(members_dir / f"{name}.log", "w") as log:
         log.write(f"clone of {best} at step {step:,} with seed {seed}\n")
+
+
+def adopt_winner(run: RunDir, members_dir: Path, best: dict[str, Any], timesteps: int) -> None:
+    """Copy the winning member's files into the run directory; its best-scoring model is ``best_model.zip``."""
+    src = RunDir(members_dir / best["member"])
+    # every file is copied atomically, final_model.zip last: --resume takes the run as finished once it is there
+    for name in ("checkpoints", "tb", "frames"):
+        if (src / name).is_dir():
+            shutil.copytree(src / name, run / name, dirs_exist_ok=True, copy_function=atomic_copy)
+    model = src / best["model"]
+    stats = vecnormalize_path(model)
+    if stats.is_file():
+        atomic_copy(stats, vecnormalize_path(run / "best_model.zip"))
+    atomic_copy(model, run / "best_model.zip")
+    for name in ("progress.csv", "evaluations.csv", "final_vecnormalize.pkl", "final_model.zip"):
+        if (src / name).is_file():
+            atomic_copy(src / name, run / name)
+    meta = read_json(src / "metadata.json")
+    run.update_metadata(
+        timesteps=meta.get("timesteps", timesteps),
+        winner={"member": best["member"], "model": best["model"], "evaluation": best["record"]},
+    )

@@ -36,9 +36,10 @@ from rich.console import Console
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
 from mission_gym.hardware import core_ids
 from mission_gym.launch.batch import resolve_learner, train_members_together
+from mission_gym.launch.distill_stage import choose_teachers, describe, make_students, student_config
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import LocalLauncher
-from mission_gym.launch.members import check_variant, clone_member, member_config, member_seeds, stages
+from mission_gym.launch.members import adopt_winner, check_variant, clone_member, member_config, member_seeds, stages
 from mission_gym.launch.progress import PopulationProgress
 from mission_gym.launch.report import JobRecord
 from mission_gym.launch.scoring import describe_score, saved_timesteps, score_models, scoring_workers
@@ -49,11 +50,10 @@ from mission_gym.rundir.directory import (
     default_run_name,
     hardware_info,
     resolve_run_dir,
-    vecnormalize_path,
     write_new_run,
 )
 from mission_gym.rundir.evaluations import EvalRecord
-from mission_gym.rundir.files import atomic_copy, atomic_write_text, now, read_json, remove_stale_temps, write_json
+from mission_gym.rundir.files import atomic_write_text, now, read_json, remove_stale_temps, write_json
 from mission_gym.rundir.lock import RunLock, lock_run
 from mission_gym.settings.schema import TrainConfig
 
@@ -289,12 +289,14 @@ class PopulationRun:
             record = {"step": step, "scores": scores, "kept": kept + clones, "failed": failed, "best": ranked[0]}
             if drawn:
                 record["drawn"] = drawn
+            if cut is not None and cut.distill is not None:
+                record["teachers"] = self._distill(cut, [*done_cuts, record], kept + clones)
             done_cuts.append({**record, "clones": clones} if clones else record)
             write_json(self.run / STATE, self.state)  # with the clones' entries in "members"
             self._cut_recorded(done_cuts[-1])
             active = kept + clones
         best = done_cuts[-1]["best"]
-        self._adopt(best)
+        adopt_winner(self.run, self.members_dir, best, self.config.timesteps)
         rec = EvalRecord(**best["record"])
         return PopulationResult(
             self.run.path, "finished", 0, 0.0, winner=best["member"], winner_model=best["model"], record=rec
@@ -474,27 +476,14 @@ class PopulationRun:
             for name, path, s in listed
         ]
 
-    def _adopt(self, best: dict[str, Any]) -> None:
-        """Copy the winning member's files into the run directory; its best-scoring model is ``best_model.zip``."""
-        src = RunDir(self.members_dir / best["member"])
-        dst = self.run
-        # every file is copied atomically, final_model.zip last: --resume takes the run as finished once it is there
-        for name in ("checkpoints", "tb", "frames"):
-            if (src / name).is_dir():
-                shutil.copytree(src / name, dst / name, dirs_exist_ok=True, copy_function=atomic_copy)
-        model = src / best["model"]
-        stats = vecnormalize_path(model)
-        if stats.is_file():
-            atomic_copy(stats, vecnormalize_path(dst / "best_model.zip"))
-        atomic_copy(model, dst / "best_model.zip")
-        for name in ("progress.csv", "evaluations.csv", "final_vecnormalize.pkl", "final_model.zip"):
-            if (src / name).is_file():
-                atomic_copy(src / name, dst / name)
-        meta = read_json(src / "metadata.json")
-        dst.update_metadata(
-            timesteps=meta.get("timesteps", self.config.timesteps),
-            winner={"member": best["member"], "model": best["model"], "evaluation": best["record"]},
-        )
+    def _distill(self, cut: Any, cuts: list[dict[str, Any]], students: list[str]) -> dict[str, Any]:
+        """The members that carry on become students of each situation's best scored model (:mod:`distill_stage`)."""
+        teachers = choose_teachers(cuts, self.members_dir, cut.distill.min_games)
+        if teachers:
+            make_students(self.members_dir, students, student_config(teachers, self.members_dir, cut.at, cut.distill))
+            print(f"population: {', '.join(students)} learn from each situation's teacher until step "
+                  f"{cut.at + cut.distill.steps:,}:\n" + "\n".join(describe(teachers)), flush=True)  # fmt: skip
+        return teachers
 
 
 def is_population_run(run: str | Path, runs_dir: str | Path) -> bool:

@@ -16,6 +16,7 @@ from mission_gym import ENV_ID
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import available_cores, enable_tf32, learner_threads
 from mission_gym.ppo import parts
+from mission_gym.ppo.distill import attach
 from mission_gym.ppo.portable import restore_schedules
 from mission_gym.ppo.schedules import learning_rate_schedule
 from mission_gym.rundir.directory import vecnormalize_path
@@ -177,11 +178,10 @@ def build_run(
                 compare_spaces(parent, venv.observation_space, venv.action_space)
             policy, kwargs = ppo_kwargs(config)
             model = PPO(policy, venv, device=device, seed=config.seed, verbose=0, **kwargs)
-        if isinstance(model, LeanPPO):
-            model.compile_update = config.compile_update
         if parent is not None:
             _copy_weights(parent, model)
         streams = member_streams(model)  # nothing has drawn from the generators since the model seeded them
+        config = _attach_options(model, config)
     except BaseException:
         venv.close()
         raise
@@ -199,6 +199,18 @@ def member_streams(model: Any) -> tuple[Any, Any]:
     rs = np.random.RandomState()
     rs.set_state(np.random.get_state())
     return gen, rs
+
+
+def _attach_options(model: Any, config: TrainConfig) -> TrainConfig:
+    """The options a built model takes as attributes: ``compile_update``, and a distillation's teachers (the
+    configuration returned with each teacher's situations, measured when none were given)."""
+    from mission_gym.ppo.lean import LeanPPO
+
+    if isinstance(model, LeanPPO):
+        model.compile_update = config.compile_update
+    if config.distill is not None:
+        config = config.model_copy(update={"distill": attach(model, config.distill, config.env_kwargs)})
+    return config
 
 
 def checkpoint_step(path: Path) -> int:

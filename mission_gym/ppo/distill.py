@@ -13,6 +13,7 @@ pass. The KL is zero where student and teacher agree and its gradient moves the 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,3 +158,64 @@ class Teachers:
             if rows.size:
                 out[rows] = teacher.log_probs(raw[rows], self.heads).cpu().numpy()
         return out
+
+
+#: games each teacher plays to measure its situations when no teacher lists them (a test sets fewer)
+ASSIGN_GAMES = int(os.environ.get("MISSION_GYM_ASSIGN_GAMES", "400"))
+
+
+def assign_by_games(teachers: list[Teacher], heads: tuple[int, int], env_kwargs: dict[str, Any]) -> dict[str, int]:
+    """Each situation's teacher: the one that wins most of its games among ``ASSIGN_GAMES`` in-training evaluation
+    games per teacher (its own observation statistics, deterministic actions)."""
+    from mission_gym.evaluation import EVAL_SEED_BASE, evaluate_mission, held_out_seeds
+
+    seeds = held_out_seeds(ASSIGN_GAMES, EVAL_SEED_BASE)
+    best: dict[str, tuple[float, int]] = {}
+    for k, teacher in enumerate(teachers):
+
+        def predict(obs: np.ndarray, teacher: Teacher = teacher) -> np.ndarray:
+            return teacher.log_probs(obs, heads).argmax(dim=-1).cpu().numpy()
+
+        result = evaluate_mission(predict, ASSIGN_GAMES, seeds, env_kwargs=env_kwargs)
+        for key, row in result.by_defender_modes.items():
+            if key not in best or row["win_rate"] > best[key][0]:
+                best[key] = (row["win_rate"], k)
+    return {key: k for key, (_, k) in best.items()}
+
+
+def attach(model: Any, spec: Any, env_kwargs: dict[str, Any]) -> Any:
+    """Make ``model`` a student of ``spec`` (a :class:`~mission_gym.settings.schema.Distill`): its teachers loaded,
+    each situation's teacher (measured by :func:`assign_by_games` when no teacher lists situations) and the KL
+    coefficient's schedule; the spec with every teacher's situations filled in, for the run's configuration.
+
+    :raises ConfigError: for a teacher that does not load or whose spaces are not the student's
+    """
+    from mission_gym.config.yaml_io import ConfigError
+
+    dims = getattr(model.action_space, "nvec", None)
+    if dims is None or len(set(int(d) for d in dims)) != 1:
+        raise ConfigError("distill needs Mission Gym's action heads (a MultiDiscrete of equal heads)")
+    heads = (len(dims), int(dims[0]))
+    teachers = []
+    for i, t in enumerate(spec.teachers):
+        try:
+            teacher = load_teacher(t.model, model.device)
+        except Exception as exc:
+            raise ConfigError(f"distill.teachers[{i}].model {t.model!r} does not load: {exc}") from None
+        if teacher.policy.observation_space != model.observation_space or teacher.policy.action_space != model.action_space:
+            raise ConfigError(
+                f"distill.teachers[{i}].model {t.model!r} has other observation or action spaces than the student"
+            )
+        teachers.append(teacher)
+    if len(teachers) > 1 and not any(t.situations for t in spec.teachers):
+        assignment = assign_by_games(teachers, heads, env_kwargs)
+        listed = [sorted(key for key, k in assignment.items() if k == i) for i in range(len(teachers))]
+        spec = spec.model_copy(
+            update={"teachers": [t.model_copy(update={"situations": s}) for t, s in zip(spec.teachers, listed)]}
+        )
+    assignment = {key: i for i, t in enumerate(spec.teachers) for key in t.situations}
+    fallback = next((i for i, t in enumerate(spec.teachers) if not t.situations), 0)
+    core = model.env.unwrapped.core
+    model.teachers = Teachers(teachers, assignment, fallback, core.n_defenders, heads)
+    model.distill_coef = linear_coef(spec.kl_coef, spec.start, spec.until)
+    return spec

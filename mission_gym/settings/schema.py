@@ -65,6 +65,58 @@ class CurriculumStep(_Strict):
         return self
 
 
+class DistillTeacher(_Strict):
+    """A teacher of a distillation: a saved model (its VecNormalize statistics beside it) and the situations whose
+    games it teaches: the defenders' modes sorted and joined, e.g. ``guard_objective+patrol``. A teacher listing no
+    situation teaches every game no other teacher lists."""
+
+    model: str = Field(min_length=1, description="a saved model file, e.g. runs/RUN/best_model.zip")
+    situations: list[str] = Field(default_factory=list, description="e.g. patrol+patrol, guard_objective+guard_objective")
+
+    @field_validator("situations")
+    @classmethod
+    def _check_situations(cls, value: list[str]) -> list[str]:
+        modes = ("patrol", "guard_objective", "intercept")
+        for key in value:
+            parts = key.split("+")
+            if any(p not in modes for p in parts) or parts != sorted(parts):
+                raise ValueError(
+                    f"situation {key!r} is not the defenders' modes sorted and joined by '+' (modes: {', '.join(modes)})"
+                )
+        return value
+
+
+class Distill(_Strict):
+    """PPO plus ``kl_coef × KL(teacher ‖ student)`` towards each game's teacher, chosen by its defenders' modes
+    (:mod:`mission_gym.ppo.distill`); the coefficient falls linearly from ``start`` to 0 at ``until``, plain PPO
+    after. Without any teacher's ``situations``, each situation goes to the teacher that wins most of its games."""
+
+    teachers: list[DistillTeacher] = Field(min_length=1)
+    kl_coef: float = Field(1.0, gt=0, description="the KL's weight at start")
+    start: int = Field(0, ge=0, description="env step the distillation starts at")
+    until: int = Field(gt=0, description="env step the KL's weight reaches 0")
+
+    @model_validator(mode="after")
+    def _check(self) -> Distill:
+        if self.until <= self.start:
+            raise ValueError(f"distill: until ({self.until:,}) must come after start ({self.start:,})")
+        if sum(1 for t in self.teachers if not t.situations) > 1 and any(t.situations for t in self.teachers):
+            raise ValueError("distill: at most one teacher without situations (it teaches the games no other lists)")
+        listed = [key for t in self.teachers for key in t.situations]
+        if len(listed) != len(set(listed)):
+            raise ValueError(f"distill: a situation has two teachers ({listed})")
+        return self
+
+
+class DistillStage(_Strict):
+    """At a cut, the best scored model of each situation (of every cut so far, ``min_games`` games at least)
+    becomes its teacher and the members that carry on train as students (:class:`Distill`) over ``steps``."""
+
+    steps: int = Field(gt=0, description="env steps over which the KL's weight falls to 0")
+    kl_coef: float = Field(1.0, gt=0)
+    min_games: int = Field(8, ge=1, description="scored games of a situation a teacher's win rate needs")
+
+
 class PopulationCut(_Strict):
     """At env step ``at`` the best ``keep`` members carry on, and ``clones`` copies of the best one with seeds of
     their own (population-based training's exploit step). With ``redraw_below``, a cut whose best member wins less
@@ -78,6 +130,7 @@ class PopulationCut(_Strict):
         None, gt=0, le=1, description="win rate under which the cut's best member brings in `redraws` new members"
     )
     redraws: int = Field(0, ge=0, description="new members drawn when the best member wins less than redraw_below")
+    distill: DistillStage | None = Field(None, description="the members that carry on learn from each situation's best")
 
     @model_validator(mode="after")
     def _check_redraw(self) -> PopulationCut:
@@ -181,6 +234,7 @@ class TrainConfig(_Strict):
     )
     phases: list[Phase] = Field(default_factory=list, description="later parts of the run with their own lr/entropy")
     curriculum: list[CurriculumStep] = Field(default_factory=list, description="game settings that start easier")
+    distill: Distill | None = Field(None, description="learn from teachers chosen per game by the defenders' modes")
     population: Population = Field(default_factory=Population, description="members trained side by side")
     normalize: bool = Field(False, description="VecNormalize observations")
     normalize_reward: bool = Field(False, description="VecNormalize rewards too (needs normalize)")
@@ -267,6 +321,8 @@ class TrainConfig(_Strict):
         check_schedule(self.phases, self.curriculum, "")
         if self.curriculum and self.env != ENV_ID:
             raise ValueError(f"curriculum changes Mission Gym's game settings; env {self.env!r} has none")
+        if self.distill is not None and self.env != ENV_ID:
+            raise ValueError(f"distill chooses teachers by Mission Gym's defender modes; env {self.env!r} has none")
         for i, variant in enumerate(self.population.variants):
             if variant.model_dump().get("curriculum") and self.env != ENV_ID:
                 raise ValueError(f"population.variants[{i}].curriculum changes Mission Gym's game; env {self.env!r} has none")

@@ -42,6 +42,8 @@ from mission_gym.ppo.lean import _LOG_SQRT_2PI, _sb3_actor_critic
 def batchable(model: Any) -> str | None:
     """Why ``model`` cannot train in a batch, or None when it can."""
     policy = model.policy
+    if getattr(model, "teachers", None) is not None:
+        return "a student of a distillation trains alone (its teachers' KL is LeanPPO's)"
     if not _sb3_actor_critic(policy):
         return f"policy {type(policy).__name__} is not SB3's actor-critic MLP"
     if not isinstance(policy.features_extractor, FlattenExtractor):
@@ -50,14 +52,22 @@ def batchable(model: Any) -> str | None:
         return "the observation is not a flat vector"
     if not isinstance(policy.mlp_extractor.policy_net, th.nn.Sequential):
         return "the policy's MLP is not a plain Sequential"
-    dist = policy.action_dist
+    return _distribution_problem(model) or _optimizer_problem(policy)
+
+
+def _distribution_problem(model: Any) -> str | None:
+    dist = model.policy.action_dist
     if isinstance(dist, MultiCategoricalDistribution):
         if len(set(dist.action_dims)) != 1:
             return "the categorical heads differ in size"
     elif not isinstance(dist, CategoricalDistribution | DiagGaussianDistribution) or model.use_sde:
         return f"action distribution {type(dist).__name__} is not covered"
-    if policy.squash_output:
+    if model.policy.squash_output:
         return "squashed Gaussian actions are not covered"
+    return None
+
+
+def _optimizer_problem(policy: Any) -> str | None:
     opt = policy.optimizer
     group = opt.param_groups[0]
     if type(opt) is not th.optim.Adam or group.get("weight_decay", 0) or group.get("amsgrad", False):
