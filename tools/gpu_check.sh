@@ -3,7 +3,7 @@
 #   1. a smoke test of the batched learner on CUDA (a 2-member population of `quick`, its graphs captured);
 #   2. `bench --mode population` of the `beast` recipe, 1 to 32 members in one batched learner (BENCH_LEARNERS adds
 #      `processes` for the members side by side through MPS, as before), steps/s in all and per member, GPU memory;
-#   3. `train_ppo --preset beast --seed SEED` from scratch for at most RUN_SECONDS (default 330), then Ctrl-C, so
+#   3. `train_ppo --preset beast --seed SEED` from scratch for at most RUN_SECONDS (default 290), then Ctrl-C, so
 #      `train_ppo --resume` can finish it elsewhere if it has not finished.
 # What comes back in $OUT:
 #   machine.txt   CPU, memory, GPU, library versions, and "mark" lines saying when each step began;
@@ -15,10 +15,11 @@
 # With .whl/ (wheels of packages the machine lacks, see the device README) they are installed to /tmp/site first.
 set -u
 OUT=${OUT:-/tmp/gpu_check}
-RUN_SECONDS=${RUN_SECONDS:-330}
+RUN_SECONDS=${RUN_SECONDS:-290}
 SEED=${SEED:-0}
 RUNS=${RUNS:-/tmp/gpu_runs}
 BENCH_LEARNERS=${BENCH_LEARNERS:-batched}
+DEVICE=${DEVICE:-cuda}
 # shellcheck source=tools/device_env.sh
 . "$(dirname "$0")/device_env.sh"
 mark() { echo "mark $(date +%s.%N) $*" >>"$OUT/machine.txt"; echo "== [$(($(date +%s) - T0)) s] $*"; }
@@ -36,20 +37,20 @@ fi
 } 2>&1 | tee "$OUT/machine.txt"
 
 mark smoke
-timeout 120 python3 -m mission_gym.scripts.train_ppo --preset quick --timesteps 4096 --device cuda --runs-dir /tmp/smoke \
+timeout "${SMOKE_S:-60}" python3 -m mission_gym.scripts.train_ppo --preset quick --timesteps 4096 --device "$DEVICE" --runs-dir /tmp/smoke \
     --run-name s --no-progress --hyperparams "population={size: 2, cuts: [{at: 2048, keep: 1}], episodes: 4, learner: batched}" \
     >"$OUT/smoke.log" 2>&1
 echo "smoke rc $?"; tail -n 4 "$OUT/smoke.log"
 
 mark bench
 # shellcheck disable=SC2086
-timeout 200 python3 -m mission_gym.scripts.bench --mode population --preset beast --device cuda --rollouts 3 \
+timeout "${BENCH_S:-120}" python3 -m mission_gym.scripts.bench --mode population --preset beast --device "$DEVICE" --rollouts 3 \
     --members ${BENCH_MEMBERS:-1 2 4 8 16 32} --learners $BENCH_LEARNERS --csv "$OUT/population.csv" 2>&1 | tee "$OUT/bench.log" | tail -n 16
 
 mark run-start
 rm -rf "$RUNS/beast_s$SEED"
 START=${EPOCHREALTIME/./}
-timeout -s INT -k 90 "$RUN_SECONDS" python3 -m mission_gym.scripts.train_ppo --preset beast --seed "$SEED" \
+timeout -s INT -k 45 "$RUN_SECONDS" python3 -m mission_gym.scripts.train_ppo --preset beast --seed "$SEED" \
     --runs-dir "$RUNS" --run-name "beast_s$SEED" --no-progress 2>&1 \
     | while IFS= read -r line; do now=${EPOCHREALTIME/./}; printf '%6d %s\n' $(((now - START) / 1000000)) "$line"; done \
     >"$OUT/run.log"
@@ -68,4 +69,8 @@ for d in sorted((run / "members").glob("m*")):
             print(f"{sys.argv[2]}/members/{d.name}/{name}")
 EOF
 tar czf "$OUT/run.tgz" --exclude-from=/tmp/exclude.txt --exclude=frames --exclude=tb -C "$RUNS" "beast_s$SEED" 2>/dev/null
+if [ "$(stat -c %s "$OUT/run.tgz")" -gt 15000000 ]; then  # too big to come back: the models and logs, no checkpoints
+    tar czf "$OUT/run.tgz" --exclude-from=/tmp/exclude.txt --exclude=checkpoints --exclude=frames --exclude=tb \
+        -C "$RUNS" "beast_s$SEED" 2>/dev/null
+fi
 ls -la "$OUT"
