@@ -128,8 +128,8 @@ def print_table(rows: list[dict[str, object]], title: str) -> None:
 
 
 def write_csv(rows: list[dict[str, object]], path: Path) -> None:
-    """Write the rows as CSV."""
+    """Write the rows as CSV (the columns of every row, in the order they first appear)."""
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
         writer.writeheader()
         writer.writerows(rows)
