@@ -533,27 +533,27 @@ def test_an_orphan_takes_the_repeated_parent_death_signal_as_one_stop_request(mo
     import ctypes
 
     from mission_gym.hardware import parent_death_signal
-    from mission_gym.ppo import trainer
+    from mission_gym.ppo import session
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     armed = ctypes.c_int(-1)
     arm = parent_death_signal(signal.SIGTERM, os.getppid())
     assert arm is not None
     arm()
-    with trainer._stop_on_signals() as received:
+    with session.stop_on_signals() as received:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.05)
         assert received == [signal.SIGTERM]
         prctl(2, ctypes.byref(armed))  # PR_GET_PDEATHSIG
         assert armed.value == 0, "the parent-death signal is still armed after the stop request"
         real_parent = os.getppid()
-        monkeypatch.setattr(trainer.os, "getppid", lambda: real_parent + 1)  # the parent died: now an orphan
+        monkeypatch.setattr(session.os, "getppid", lambda: real_parent + 1)  # the parent died: now an orphan
         for _ in range(3):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)
         assert received == [signal.SIGTERM]
     monkeypatch.undo()
-    with pytest.raises(KeyboardInterrupt), trainer._stop_on_signals():
+    with pytest.raises(KeyboardInterrupt), session.stop_on_signals():
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)

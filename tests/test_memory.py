@@ -294,8 +294,9 @@ def test_cli_measure_tiny_run(tmp_path: Path) -> None:
         (80.0, 16, 128.0, "beast"),  # 32 members, 16 at a time: a member per core, all on the card
         (80.0, 8, 64.0, "heavy"),
         (24.0, 4, 32.0, "fast"),
-        (80.0, 16, 20.0, "fast"),  # 16 CUDA processes at once need more host RAM than 20 GiB; fast's 8 fit
-        (1.0, 16, 128.0, "cpu"),  # not even 4 CUDA contexts fit 1 GiB
+        (80.0, 16, 20.0, "beast"),  # one process holds the batched members: about 2 GiB of host RAM, one CUDA context
+        (80.0, 16, 1.5, "cpu"),  # not even that process fits 1.5 GiB of RAM
+        (1.0, 16, 128.0, "cpu"),  # not even one CUDA context and its graphs fit 1 GiB
         (None, 16, 128.0, "cpu"),
     ],
 )

@@ -23,22 +23,17 @@ from mission_gym.ppo.session import EXIT_SIGNAL
 from mission_gym.ppo.trainer import Trainer, train_together
 from mission_gym.settings.command import config_for_argv
 from mission_gym.settings.schema import TrainConfig
+from mission_gym.settings.sizing import population_learner
 
 
 def resolve_learner(config: TrainConfig, backend: str = "local") -> str:
-    """``processes`` or ``batched`` for a population: ``auto`` is batched where its members train on CUDA (one
-    member is launch-bound there, and separate processes each hold a CUDA context), processes elsewhere (on CPU
-    cores separate processes train faster: ``bench --mode population``); Ray runs processes."""
-    learner = config.population.learner
-    if backend != "local":
-        return "processes"
-    if learner == "auto":
-        try:
-            device = resolve_device(config.device)
-        except ValueError:
-            device = "cpu"
-        return "batched" if device.startswith("cuda") else "processes"
-    return learner
+    """``processes`` or ``batched`` for a population on this machine
+    (:func:`~mission_gym.settings.sizing.population_learner`, its device resolved here)."""
+    try:
+        device = resolve_device(config.device)
+    except ValueError:
+        device = "cpu"
+    return population_learner(config, device, backend)
 
 
 def _option(args: Sequence[str], flag: str) -> str | None:

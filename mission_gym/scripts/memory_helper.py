@@ -32,7 +32,7 @@ from mission_gym.settings.presets import (
     weigh_candidates,
 )
 from mission_gym.settings.schema import TrainConfig
-from mission_gym.settings.sizing import cores_needed, members_at_once, shape_from_config
+from mission_gym.settings.sizing import cores_needed, members_at_once, population_estimate, shape_from_config
 from mission_gym.vec import VEC_ENV_KINDS
 
 
@@ -59,7 +59,7 @@ def compare(presets: dict[str, Any]) -> None:
         shape = shape_from_config(config, device="cpu")
         members, at_once = config.population.size, members_at_once(config)
         on_cpu = mem.estimate_memory(shape).scaled(at_once)
-        on_gpu = mem.estimate_memory(shape.with_device("cuda")).scaled(at_once)
+        on_gpu = population_estimate(config, "cuda")
         rows.append(
             [
                 name,

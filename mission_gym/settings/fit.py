@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from mission_gym.settings.memory import MemoryEstimate, estimate_memory, fits
+from mission_gym.settings.memory import MemoryEstimate, fits
 from mission_gym.settings.schema import TrainConfig
-from mission_gym.settings.sizing import cores_needed, members_at_once, shape_from_config
+from mission_gym.settings.sizing import cores_needed, population_estimate
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,8 @@ class Verdict:
 
     :param name: the preset's name
     :param config: the preset
-    :param estimate: the memory of its members at once on the machine's cores, on CUDA
+    :param estimate: the memory of its members at once on CUDA (all of them in one batched learner, or as many
+        processes as the machine's cores hold: :func:`~mission_gym.settings.sizing.population_estimate`)
     :param fits_memory: the estimate fits the card and the host RAM (:func:`~mission_gym.settings.memory.fits`)
     :param cores_needed: the cores the preset wants (:func:`~mission_gym.settings.sizing.cores_needed`)
     :param enough_cores: the machine has them
@@ -53,7 +54,7 @@ def weigh(candidates: Mapping[str, TrainConfig], gpu_mem_gb: float, cores: int, 
     """
     verdicts = []
     for name, config in candidates.items():
-        est = estimate_memory(shape_from_config(config, device="cuda", cores=cores)).scaled(members_at_once(config, cores))
+        est = population_estimate(config, "cuda", cores)
         need = cores_needed(config)
         verdicts.append(Verdict(name, config, est, fits(est, gpu_mem_gb, ram_gb), need, cores >= need))
     return sorted(verdicts, key=lambda v: (v.config.population.size, v.estimate.gpu_bytes), reverse=True)

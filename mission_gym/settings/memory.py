@@ -263,7 +263,7 @@ class MemoryEstimate:
         """The part of the GPU estimate that ``torch.cuda.max_memory_allocated`` sees (no context, no slack)."""
         if not self.gpu:
             return 0.0
-        return sum(v for k, v in self.gpu.items() if k not in (GPU_CONTEXT, GPU_SLACK))
+        return sum(v for k, v in self.gpu.items() if k not in (GPU_CONTEXT, GPU_GRAPHS, GPU_SLACK))
 
     @property
     def worker_bytes(self) -> float:
@@ -308,6 +308,7 @@ HOST_CHECKPOINT = "checkpoint copy of the parameters"
 HOST_ACTIVATIONS = "minibatch activations (forward + backward)"
 HOST_SLACK = "allocator slack + first-use"
 GPU_CONTEXT = "CUDA context + cuBLAS"
+GPU_GRAPHS = "CUDA graphs' pools + pinned buffers (batched learner)"
 GPU_MODEL = "params + grads + Adam moments"
 GPU_BATCH = "minibatch + rollout-step tensors"
 GPU_ACTIVATIONS = "minibatch activations (forward + backward)"
@@ -365,6 +366,38 @@ def estimate_memory(shape: RunShape) -> MemoryEstimate:
             GPU_SLACK: CUDA_ALLOC_SLACK * allocated + CUDA_ALLOC_FIXED_MB * MB,
         }
     return MemoryEstimate(shape=shape, params=params, host=host, gpu=gpu)
+
+
+#: one process holding a population's members as one batched learner on CUDA (:mod:`mission_gym.ppo.batched`) adds,
+#: once, its captured CUDA graphs' memory pools, pinned transfer buffers and the batched products' cuBLAS workspace,
+#: and per member its rollout on the device three times over (the storage, the update's copy, an epoch's shuffle):
+#: fitted to ``bench --mode population --preset beast`` on an H200 (NVML 1,732 MB for 1 member, 2,532 MB for 32;
+#: peak host RSS 1,725 MB and 1,810 MB; torch 2.11+cu130)
+BATCH_GRAPHS_MB = 900.0
+BATCH_ROLLOUT_COPIES = 3
+
+
+def estimate_batched(shape: RunShape, members: int) -> MemoryEstimate:
+    """Estimate a population of ``members`` members of ``shape`` trained as one batched learner in one process:
+    the process, its libraries and (on CUDA) one context once; each member's env, buffers, model and activations."""
+    one = estimate_memory(shape)
+    once = (HOST_BASELINE, HOST_SIM_KERNELS, HOST_CUDA, HOST_SLACK, HOST_WORKERS)
+    host = {k: v if k in once else v * members for k, v in one.host.items()}
+    dynamic = sum(v for k, v in host.items() if k not in once)
+    host[HOST_SLACK] = HOST_LEARN_FIXED_MB * MB + HOST_ALLOC_SLACK * dynamic
+    gpu: dict[str, float] | None = None
+    if one.gpu is not None:
+        on_device = shape.rollout * (shape.obs_dim + shape.action_dim + 4) * 4 * BATCH_ROLLOUT_COPIES
+        allocated = members * (one.gpu[GPU_MODEL] + one.gpu[GPU_BATCH] + one.gpu[GPU_ACTIVATIONS] + on_device)
+        gpu = {
+            GPU_CONTEXT: CUDA_CONTEXT_MB * MB,
+            GPU_GRAPHS: BATCH_GRAPHS_MB * MB,
+            GPU_MODEL: members * one.gpu[GPU_MODEL],
+            GPU_BATCH: members * (one.gpu[GPU_BATCH] + on_device),
+            GPU_ACTIVATIONS: members * one.gpu[GPU_ACTIVATIONS],
+            GPU_SLACK: CUDA_ALLOC_SLACK * allocated + CUDA_ALLOC_FIXED_MB * MB,
+        }
+    return MemoryEstimate(shape=shape, params=one.params, host=host, gpu=gpu)
 
 
 def fits(estimate: MemoryEstimate, gpu_mem_gb: float | None, ram_gb: float, fraction: float = FIT_FRACTION) -> bool:
