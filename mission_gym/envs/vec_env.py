@@ -7,7 +7,7 @@ random stream.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,8 @@ class MissionVecEnv(VecEnv):
         self._actions = np.zeros((n_envs, self.core.n_attackers), dtype=np.int64)
         self._seeded = np.zeros(n_envs, dtype=bool)
         self._terms = self.core.rt  # this step's reward terms (a copy when an auto-reset cleared some)
+        #: called with the envs an auto-reset just started anew (a run part may start some from saved states)
+        self.reset_hook: Callable[[np.ndarray], None] | None = None
         if seed is not None:
             self.seed(seed)
 
@@ -134,6 +136,8 @@ class MissionVecEnv(VecEnv):
                     "TimeLimit.truncated": bool(truncated[i] and not terminated[i]),
                 }
             self.core.reset(done_ids)
+            if self.reset_hook is not None:
+                self.reset_hook(done_ids)
         return obs.copy(), rewards.astype(np.float32), dones.copy(), infos
 
     @property

@@ -13,6 +13,7 @@ POLICIES: dict[str, str] = {
 #: run part name -> entry point
 RUN_PARTS: dict[str, str] = {
     "curriculum": "mission_gym.extras.curriculum:curriculum_part",
+    "restarts": "mission_gym.extras.restarts:restarts_part",
 }
 
 

@@ -117,6 +117,20 @@ class DistillStage(_Strict):
     min_games: int = Field(8, ge=1, description="scored games of a situation a teacher's win rate needs")
 
 
+class Restarts(_Strict):
+    """Start some training games from states recorded along a winning member's won games (the backward algorithm of
+    Salimans & Chen 2018; :mod:`mission_gym.extras.restarts`): a ``share`` of the games that end start anew from a
+    state ``back`` steps before such a game's end, and the start moves ``step`` steps further back whenever at least
+    ``advance_at`` of the games started that way in a rollout are won, until env step ``until``."""
+
+    states: str = Field(min_length=1, description="a states file (extras.restarts.record_states)")
+    share: float = Field(0.5, gt=0, le=1)
+    back: int = Field(30, ge=1, description="steps before a won game's end the first restarts start at")
+    step: int = Field(30, ge=1, description="steps the start moves back at each advance")
+    advance_at: float = Field(0.5, gt=0, le=1, description="win rate of restarted games that moves the start back")
+    until: int = Field(gt=0, description="env step after which every game starts afresh")
+
+
 class PopulationCut(_Strict):
     """At env step ``at`` the best ``keep`` members carry on, and ``clones`` copies of the best one with seeds of
     their own (population-based training's exploit step). With ``redraw_below``, a cut whose best member wins less
@@ -235,6 +249,7 @@ class TrainConfig(_Strict):
     phases: list[Phase] = Field(default_factory=list, description="later parts of the run with their own lr/entropy")
     curriculum: list[CurriculumStep] = Field(default_factory=list, description="game settings that start easier")
     distill: Distill | None = Field(None, description="learn from teachers chosen per game by the defenders' modes")
+    restarts: Restarts | None = Field(None, description="start some games from states along a winner's won games")
     population: Population = Field(default_factory=Population, description="members trained side by side")
     normalize: bool = Field(False, description="VecNormalize observations")
     normalize_reward: bool = Field(False, description="VecNormalize rewards too (needs normalize)")
@@ -321,6 +336,8 @@ class TrainConfig(_Strict):
         check_schedule(self.phases, self.curriculum, "")
         if self.curriculum and self.env != ENV_ID:
             raise ValueError(f"curriculum changes Mission Gym's game settings; env {self.env!r} has none")
+        if self.restarts is not None and self.env != ENV_ID:
+            raise ValueError(f"restarts restore Mission Gym's game states; env {self.env!r} has none")
         if self.distill is not None and self.env != ENV_ID:
             raise ValueError(f"distill chooses teachers by Mission Gym's defender modes; env {self.env!r} has none")
         for i, variant in enumerate(self.population.variants):

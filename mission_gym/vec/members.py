@@ -32,9 +32,9 @@ def _chain(env: Any) -> tuple[VecNormalize | None, VecMonitor, MissionVecEnv] | 
     if type(inner) is not VecMonitor or inner.info_keywords or inner.results_writer is not None:
         return None
     base = inner.venv
-    if type(base) is not MissionVecEnv:
+    if type(base) is not MissionVecEnv or base.reset_hook is not None:  # a hook runs in its own env's step
         return None
-    if norm is not None and (isinstance(norm.observation_space, dict) or norm.norm_obs_keys is not None and False):
+    if norm is not None and isinstance(norm.obs_rms, dict):  # dict observations: not Mission Gym's
         return None
     return norm, inner, base
 

@@ -1,0 +1,177 @@
+"""Training games started from states along a winning member's won games (``restarts:`` in a configuration).
+
+Finding the plan that beats the defenders is a search through hundreds of steps with a reward only at the end; the
+backward algorithm (Salimans & Chen 2018) shortens it by starting training episodes near the end of a demonstration
+and moving the start back as the agent succeeds from there. Here the demonstrations are a winning member's won games:
+:func:`record_states` plays them and keeps the simulation's state every few steps (everything but the random stream,
+:meth:`~mission_gym.sim.core.MissionCore.save_state`); during training a ``share`` of the games that end start anew
+from a state ``back`` steps before the end of one of them, in the env's own random stream (so the defenders' later
+choices differ from the recorded game), and ``back`` grows by ``step`` whenever at least ``advance_at`` of those
+games in a rollout are won. From env step ``until`` every game starts afresh. Evaluation always plays whole games.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from mission_gym.config import ConfigError
+from mission_gym.sim.core import STATE_ARRAYS
+
+#: what a restart restores: every array of a game's state but its random stream (the env keeps its own)
+RESTORED = tuple(name for name in STATE_ARRAYS if name != "rng")
+#: a rollout's restarted games that must end before the start may move back
+MIN_GAMES = 8
+
+
+def record_model_states(model: str | Path, out: str | Path, games: int = 200, every: int = 5) -> int:
+    """:func:`record_states` of a saved model (deterministic actions, its own observation statistics and game)."""
+    from mission_gym.ppo.agent import load_agent
+
+    agent = load_agent(model)
+    return record_states(agent.predict, out, agent.env_kwargs, games, every)
+
+
+def record_states(
+    predict: Any, out: str | Path, env_kwargs: dict[str, Any], games: int = 200, every: int = 5, seed_base: int = 600_000_000
+) -> int:
+    """Play ``games`` games of ``predict`` (observations -> actions) and save, for the games it wins, the state every
+    ``every`` steps with the steps left to the game's end, to ``out`` (``.npz``); the states saved.
+
+    :raises ConfigError: when it wins no game
+    """
+    from mission_gym.envs import MissionVecEnv
+
+    env = MissionVecEnv(games, **env_kwargs)
+    env.seed_envs([seed_base + k for k in range(games)])
+    obs: Any = env.reset()
+    core = env.core
+    taken: list[list[tuple[int, dict[str, np.ndarray]]]] = [[] for _ in range(games)]
+    ended = np.zeros(games, dtype=bool)
+    won = np.zeros(games, dtype=bool)
+    length = np.zeros(games, dtype=int)
+    t = 0
+    while not ended.all():
+        if t % every == 0:
+            for i in np.flatnonzero(~ended):
+                taken[i].append((t, {name: getattr(core, name)[i].copy() for name in RESTORED}))
+        obs, _, dones, infos = env.step(predict(obs))
+        t += 1
+        for i in np.flatnonzero(dones & ~ended):
+            ended[i], won[i], length[i] = True, infos[i].get("outcome") == "captured", t
+    rows = [(i, length[i] - step, state) for i in np.flatnonzero(won) for step, state in taken[i]]
+    if not rows:
+        raise ConfigError(f"restarts: the policy won none of {games} games; it has no states to restart from")
+    arrays: dict[str, Any] = {name: np.stack([state[name] for _, _, state in rows]) for name in RESTORED}
+    arrays.update(game=np.array([g for g, _, _ in rows]), to_end=np.array([e for _, e, _ in rows]))
+    np.savez_compressed(out, **arrays)
+    return len(rows)
+
+
+class StartStates:
+    """A states file (:func:`record_states`): each state's arrays, its game and its steps to the end."""
+
+    def __init__(self, path: str | Path) -> None:
+        try:
+            with np.load(path) as data:
+                self.arrays = {name: data[name] for name in RESTORED}
+                self.to_end = data["to_end"]
+        except (OSError, KeyError, ValueError) as exc:
+            raise ConfigError(f"restarts.states {str(path)!r} is not a states file (record_states): {exc}") from None
+        self.longest = int(self.to_end.max())
+
+    def near(self, back: int, window: int) -> np.ndarray:
+        """The states ``back - window < to_end <= back`` steps before their game's end (the earliest, once ``back``
+        passes every recorded game's start)."""
+        back = min(back, self.longest)
+        return np.flatnonzero((self.to_end <= back) & (self.to_end > back - window))
+
+
+class Restarter:
+    """The training env's reset hook: start a share of the games an auto-reset starts from recorded states.
+
+    :param core: the env's ``MissionCore``
+    :param states: the recorded states
+    :param share: the share of games restarted
+    :param back: the first start, in steps before a won game's end
+    :param step: how far the start moves back at each advance
+    """
+
+    def __init__(self, core: Any, states: StartStates, share: float, back: int, step: int, seed: int) -> None:
+        self.core, self.states, self.share, self.back, self.step = core, states, share, back, step
+        self.rng = np.random.default_rng(seed)
+        self.restarted = np.zeros(core.n_envs, dtype=bool)
+        self.ended_restarted = np.zeros(0, dtype=bool)  # for each env just reset: was its ended game a restart
+
+    def __call__(self, done_ids: np.ndarray) -> None:
+        self.ended_restarted = self.restarted[done_ids].copy()
+        pick = done_ids[self.rng.random(done_ids.size) < self.share]
+        self.restarted[done_ids] = False
+        near = self.states.near(self.back, self.step)
+        if not pick.size or not near.size:
+            return
+        chosen = self.rng.choice(near, size=pick.size)
+        for name, array in self.states.arrays.items():
+            getattr(self.core, name)[pick] = array[chosen]
+        self.restarted[pick] = True
+
+
+class RestartsCallback(BaseCallback):
+    """Moves the start back when the rollout's restarted games are won often enough; stops restarting at ``until``.
+    Logs ``restarts/back`` (steps before the end) and ``restarts/win_rate`` (of the rollout's restarted games)."""
+
+    def __init__(self, env: Any, restarter: Restarter, advance_at: float, until: int) -> None:
+        super().__init__()
+        self.env, self.restarter, self.advance_at, self.until = env, restarter, advance_at, until
+        self.wins = self.games = 0
+
+    def _on_rollout_start(self) -> None:
+        if self.model.num_timesteps >= self.until:
+            self.env.reset_hook = None
+        self.wins = self.games = 0
+
+    def _on_step(self) -> bool:
+        dones = self.locals["dones"]
+        if self.env.reset_hook is None or not dones.any():
+            return True
+        infos = self.locals["infos"]
+        for i, was in zip(np.flatnonzero(dones), self.restarter.ended_restarted):
+            if was:
+                self.games += 1
+                self.wins += infos[i].get("outcome") == "captured"
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if self.env.reset_hook is None:
+            return
+        rate = self.wins / self.games if self.games else 0.0
+        if self.games >= MIN_GAMES and rate >= self.advance_at:
+            self.restarter.back += self.restarter.step
+        self.logger.record("restarts/back", self.restarter.back)
+        if self.games:
+            self.logger.record("restarts/win_rate", rate)
+
+
+def restarts_part(config: Any, venv: Any, step: int) -> RestartsCallback | None:
+    """The run part ``restarts``: the training env's reset hook, and the callback that moves the start back; None
+    without ``restarts`` or once the run is past its ``until``.
+
+    :raises ConfigError: for a training env without Mission Gym's batched core, or a file that is no states file
+    """
+    spec = config.restarts
+    if spec is None or step >= spec.until:
+        return None
+    env = getattr(venv, "unwrapped", venv)
+    core = getattr(env, "core", None)
+    if core is None or not hasattr(env, "reset_hook"):
+        raise ConfigError(f"restarts needs Mission Gym's batched training env (vec_env native), got {config.vec_env!r}")
+    states = StartStates(spec.states)
+    shapes = {name: getattr(core, name).shape[1:] for name in RESTORED}
+    if any(states.arrays[name].shape[1:] != shapes[name] for name in RESTORED):
+        raise ConfigError(f"restarts.states {spec.states!r} holds games of another scenario than this run's")
+    restarter = Restarter(core, states, spec.share, spec.back, spec.step, seed=config.seed + step)
+    env.reset_hook = restarter
+    return RestartsCallback(env, restarter, spec.advance_at, spec.until)
