@@ -155,6 +155,17 @@ def evaluate_mission_blocks(
     return out
 
 
+def by_guards(by_modes: dict[str, dict[str, Any]]) -> dict[int, tuple[int, int]]:
+    """Wins and games by how many defenders guard the objective (what decides between a decoy and a rush): the
+    rows of ``by_defender_modes`` summed by their count of ``guard_objective``."""
+    out: dict[int, tuple[int, int]] = {}
+    for key, row in by_modes.items():
+        n = key.split("+").count("guard_objective")
+        wins, games = out.get(n, (0, 0))
+        out[n] = (wins + int(row["wins"]), games + int(row["episodes"]))
+    return dict(sorted(out.items()))
+
+
 def _by_modes(modes: list[str], metrics: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Episodes, wins, win rate and outcome counts per combination of the defenders' modes (most episodes first)."""
     out: dict[str, dict[str, Any]] = {}

@@ -74,3 +74,16 @@ def test_cli_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     assert proc.returncode == 2
     assert message in proc.stderr
     assert len([line for line in proc.stderr.splitlines() if line.startswith("error")]) == 1
+
+
+def test_wins_by_guards_sum_the_modes_rows_by_their_guards() -> None:
+    from mission_gym.evaluation import by_guards
+
+    rows = {
+        "patrol+patrol": {"wins": 9, "episodes": 10},
+        "guard_objective+patrol": {"wins": 5, "episodes": 8},
+        "guard_objective+intercept": {"wins": 1, "episodes": 2},
+        "guard_objective+guard_objective": {"wins": 0, "episodes": 3},
+        "intercept+patrol": {"wins": 4, "episodes": 4},
+    }
+    assert by_guards(rows) == {0: (13, 14), 1: (6, 10), 2: (0, 3)}

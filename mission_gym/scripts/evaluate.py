@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from mission_gym.baselines import POLICIES
-from mission_gym.evaluation import EvalResult, evaluate_gym, evaluate_mission, held_out_seeds
+from mission_gym.evaluation import EvalResult, by_guards, evaluate_gym, evaluate_mission, held_out_seeds
 from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
+
+#: how many defenders guard the objective, in words
+GUARDS = {0: "none", 1: "one", 2: "two"}
 
 
 def build_parser() -> CliParser:
@@ -45,6 +48,11 @@ def format_result(r: EvalResult) -> str:
             for key, row in r.by_defender_modes.items():
                 outcomes = ", ".join(f"{k} {v}" for k, v in sorted(row["outcomes"].items()))
                 lines.append(f"    {key:<32} {100 * row['win_rate']:5.1f}% of {row['episodes']:>4}   ({outcomes})")
+            guards = ", ".join(
+                f"{GUARDS.get(n, f'{n} guards')} {100 * w / g:.1f}% of {g}"
+                for n, (w, g) in by_guards(r.by_defender_modes).items()
+            )
+            lines.append(f"  by guards of the objective: {guards}")
     lines.append(f"  mean return  {r.mean_return:.2f} ± {r.std_return:.2f}   mean length {r.mean_length:.1f} steps")
     for key in sorted(r.metrics):
         if key not in ("win", "steps"):
