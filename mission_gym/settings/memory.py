@@ -370,11 +370,12 @@ def estimate_memory(shape: RunShape) -> MemoryEstimate:
 
 #: one process holding a population's members as one batched learner on CUDA (:mod:`mission_gym.ppo.batched`) adds,
 #: once, its captured CUDA graphs' memory pools, pinned transfer buffers and the batched products' cuBLAS workspace,
-#: and per member its rollout on the device three times over (the storage, the update's copy, an epoch's shuffle):
+#: and per member its rollout on the device four times over (the storage, the update's copy, an epoch's shuffle and
+#: its minibatch views):
 #: fitted to ``bench --mode population --preset beast`` on an H200 (NVML 1,732 MB for 1 member, 2,532 MB for 32;
 #: peak host RSS 1,725 MB and 1,810 MB; torch 2.11+cu130)
 BATCH_GRAPHS_MB = 900.0
-BATCH_ROLLOUT_COPIES = 3
+BATCH_ROLLOUT_COPIES = 4
 
 
 def estimate_batched(shape: RunShape, members: int) -> MemoryEstimate:
