@@ -97,9 +97,9 @@ def compare(presets: dict[str, Any]) -> None:
         rows,
     )
     print(
-        "cores: what `auto` wants (a core for every two members: the members train one per core, the rest waiting "
-        "their turn). Memory is of the members at once on those cores (one process each; the rollout buffer and "
-        "parameters are per member). GPU memory is what nvidia-smi would show (a CUDA context per member included); "
+        "cores: what `auto` wants (a core for every two members). On the CPU, memory is of the members at once on "
+        "those cores (one process each, the rest waiting their turn); on CUDA, of the whole population in one batched "
+        "learner (one process, one CUDA context: population.learner auto). GPU memory is what nvidia-smi would show; "
         "host RAM includes env worker processes."
     )
 
