@@ -178,7 +178,7 @@ def _load_safe(model_path: Path, config: dict[str, Any]) -> Agent:
     observation_space, action_space = probe_spaces(spec.env, spec.env_kwargs)
     policy = rebuild_policy(spec, observation_space, action_space)
     load_weights(policy, weights_path(model_path))
-    stats = card.stats.shaped(observation_space.shape, str(source)) if card.stats is not None else None
+    stats = card.stats.shaped(observation_space.shape or (), str(source)) if card.stats is not None else None
     return Agent(policy, stats, spec.env, dict(spec.env_kwargs), model_path, config, card.timesteps, safe=True)
 
 
