@@ -167,10 +167,13 @@ def read_agent_file(path: str | Path) -> AgentFile:
     """Read an agent file (plain JSON, every field checked).
 
     :raises ConfigError: naming the file and the field, for a file this version cannot read
+    :raises FileNotFoundError: when it is not there
     """
     source = str(path)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise  # gone since it was found (a pruned checkpoint): the caller looks again
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"{source}: not a readable agent file: {exc}") from None
     if not isinstance(data, Mapping) or data.get("format") != FORMAT:
@@ -212,18 +215,28 @@ def weights_bytes(policy: Any) -> bytes:
     return save(tensors, metadata={"format": "pt"})
 
 
-def load_weights(policy: Any, path: str | Path) -> None:
-    """Load a safetensors file's weights into a policy built for them (no pickle is read).
+def read_weights(path: str | Path) -> dict[str, Any]:
+    """The tensors of a safetensors file, on the CPU (no pickle is read).
 
-    :raises ConfigError: when the file is not safetensors or its tensors do not fit the policy
+    :raises ConfigError: when the file is not safetensors
+    :raises FileNotFoundError: when it is not there
     """
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     try:
-        weights = load_file(str(path), device="cpu")
+        return load_file(str(path), device="cpu")
+    except FileNotFoundError:
+        raise  # gone since it was found (a pruned checkpoint): the caller looks again
     except (OSError, SafetensorError) as exc:
         raise ConfigError(f"{path}: not a readable safetensors file: {exc}") from None
+
+
+def load_weights(policy: Any, weights: dict[str, Any], path: str | Path) -> None:
+    """Load a safetensors file's weights (:func:`read_weights`) into a policy built for them.
+
+    :raises ConfigError: when its tensors do not fit the policy
+    """
     expected = set(_unique_tensors(policy.state_dict()))
     if set(weights) != expected:
         missing, extra = sorted(expected - set(weights)), sorted(set(weights) - expected)

@@ -24,13 +24,14 @@ from typing import Any
 import numpy as np
 
 from mission_gym import ENV_ID
-from mission_gym.agents.files import NormStats, load_weights, read_agent_file
+from mission_gym.agents.files import NormStats, load_weights, read_agent_file, read_weights
 from mission_gym.agents.spec import rebuild_policy
 from mission_gym.config.yaml_io import ConfigError, read_yaml
 from mission_gym.rundir.directory import RunDir, agent_file_path, resolve_run_dir, vecnormalize_path, weights_path
 from mission_gym.vec.factory import probe_spaces
 
 MODEL_CHOICE = ("best_model.zip", "final_model.zip")  # a run's model, in order of preference
+READ_ATTEMPTS = 3  # times a model is looked for when its files vanish while being read
 #: the flag of every command that loads an agent to act (evaluate, enjoy, record_video, hub push)
 TRUST_PICKLE = "--trust-pickle"
 # What a model loaded to act (not to train on) need not unpickle: its training schedules, which may be objects of
@@ -156,15 +157,22 @@ def load_agent(
     :raises PickleRefused: for a model with pickles only, without ``trust_pickle``
     :raises ConfigError: for safe files this version cannot read or that do not fit the env
     """
-    model_path, run_dir = model_file(model_or_run, runs_dir)
-    config = read_yaml(run_dir / "config.yaml") if run_dir is not None else {}
-    config = config if isinstance(config, dict) else {}
-    if has_safe_files(model_path):
-        agent = _load_safe(model_path, config)
-    elif trust_pickle:
-        agent = _load_pickled(model_path, config)
-    else:
-        raise PickleRefused(pickle_refusal(model_path))
+    for attempt in range(READ_ATTEMPTS):
+        model_path, run_dir = model_file(model_or_run, runs_dir)
+        config = read_yaml(run_dir / "config.yaml") if run_dir is not None else {}
+        config = config if isinstance(config, dict) else {}
+        try:
+            if has_safe_files(model_path):
+                agent = _load_safe(model_path, config)
+            elif trust_pickle:
+                agent = _load_pickled(model_path, config)
+            else:
+                raise PickleRefused(pickle_refusal(model_path))
+            break
+        except FileNotFoundError:
+            # a run being trained pruned the checkpoint between finding and reading it: find the newest again
+            if attempt == READ_ATTEMPTS - 1:
+                raise
     agent.policy.to(device)
     agent.policy.set_training_mode(False)
     return agent
@@ -174,10 +182,12 @@ def _load_safe(model_path: Path, config: dict[str, Any]) -> Agent:
     """The agent of a model's safe files: the policy rebuilt from the agent file and the env's spaces."""
     source = agent_file_path(model_path)
     card = read_agent_file(source)
+    # both files read first: a run being trained may prune this checkpoint while the env is built
+    weights = read_weights(weights_path(model_path))
     spec = card.spec
     observation_space, action_space = probe_spaces(spec.env, spec.env_kwargs)
     policy = rebuild_policy(spec, observation_space, action_space)
-    load_weights(policy, weights_path(model_path))
+    load_weights(policy, weights, weights_path(model_path))
     stats = card.stats.shaped(observation_space.shape or (), str(source)) if card.stats is not None else None
     return Agent(policy, stats, spec.env, dict(spec.env_kwargs), model_path, config, card.timesteps, safe=True)
 
