@@ -164,6 +164,8 @@ def load_agent(
         try:
             if has_safe_files(model_path):
                 agent = _load_safe(model_path, config)
+            elif not model_path.is_file():
+                raise FileNotFoundError(f"model file {str(model_path)!r} does not exist")
             elif trust_pickle:
                 agent = _load_pickled(model_path, config)
             else:
