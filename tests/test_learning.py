@@ -13,10 +13,10 @@ import sys
 
 import pytest
 
+from mission_gym.agents import load_agent
 from mission_gym.baselines import make_policy
 from mission_gym.config import load_config
 from mission_gym.evaluation import evaluate_mission, held_out_seeds
-from mission_gym.ppo.agent import load_agent
 
 TIMESTEPS = 3_000_000
 EPISODES = 100

@@ -131,10 +131,10 @@ def test_population_run_cuts_and_adopts_the_best_member(tmp_path):
     meta = json.loads((run / "metadata.json").read_text())
     assert meta["status"] == "finished" and meta["winner"]["member"] == best["member"] and meta["timesteps"] >= 1024
     assert f"best: member {best['member']}'s" in proc.stdout
-    from mission_gym.ppo.agent import load_agent
+    from mission_gym.agents import load_agent
 
-    agent = load_agent(run)
-    assert agent.model_path == run / "best_model.zip" and agent.env_id == "MissionGym-v0"
+    agent = load_agent(run)  # the winner's safe files came with it
+    assert agent.model_path == run / "best_model.zip" and agent.env_id == "MissionGym-v0" and agent.safe
 
 
 def test_resume_plays_fresh_games_and_trains_the_same_twice(tmp_path):

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from mission_gym.agents import load_policy
 from mission_gym.dashboard.frames import frame_sets
 from mission_gym.dashboard.video import FilmStrip, iter_frames, record_eval_frames, record_video
-from mission_gym.ppo.agent import load_policy
 from mission_gym.scripts import record_video as cli
 
 
@@ -96,7 +96,7 @@ def test_record_eval_frames(tmp_path: Path) -> None:
 
 def test_model_source_through_load_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The MODEL|RUN path: whatever ``load_agent`` returns is driven through ``predict(obs, deterministic=True)``."""
-    from mission_gym.ppo import agent
+    from mission_gym.agents import sources
 
     calls: list[tuple[str, str]] = []
 
@@ -108,13 +108,13 @@ def test_model_source_through_load_agent(monkeypatch: pytest.MonkeyPatch, tmp_pa
             assert deterministic and obs.shape == (100,)
             return np.full(4, 3), None  # every attacker east
 
-    def load_agent(model_or_run: str, runs_dir: str = "runs", device: str = "cpu") -> FakeAgent:
+    def load_agent(model_or_run: str, runs_dir: str = "runs", device: str = "cpu", trust_pickle: bool = False) -> FakeAgent:
         calls.append((model_or_run, str(runs_dir)))
         if model_or_run == "missing":
             raise FileNotFoundError("no run or model 'missing' in 'runs'")
         return FakeAgent()
 
-    monkeypatch.setattr(agent, "load_agent", load_agent)
+    monkeypatch.setattr(sources, "load_agent", load_agent)
     source = load_policy("my_run", runs_dir=tmp_path)
     assert calls == [("my_run", str(tmp_path))] and source.env_kwargs == {"reward": {"win_bonus": 1.0}}
     result = record_video(tmp_path / "m.gif", source, max_steps=3, width=64, hold_s=0)

@@ -16,6 +16,7 @@ from stable_baselines3 import PPO
 
 from mission_gym.config import read_yaml
 from mission_gym.scripts import evaluate, hub, train_ppo
+from mission_gym.sharing import hub as hub_lib
 
 TRAIN = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
 
@@ -63,7 +64,7 @@ def test_push_to_a_local_folder_and_pull_back_as_a_run(tracked_run: Path, monkey
     folder = tracked_run / "shared" / "agent"
     names = {p.name for p in folder.iterdir()}
     assert names == {"ppo-MissionGym-v0.zip", "vec_normalize.pkl", "config.yml", "env_kwargs.yml", "mission_gym.yaml",
-                     "results.json", "README.md"}  # fmt: skip
+                     "results.json", "README.md", "ppo-MissionGym-v0.safetensors", "ppo-MissionGym-v0.agent.json"}  # fmt: skip
     card = (folder / "README.md").read_text()
     assert card.startswith("---\nlibrary_name: stable-baselines3\n") and "model-index:" in card and "mean_reward" in card
     zoo = read_yaml(folder / "config.yml")
@@ -72,21 +73,26 @@ def test_push_to_a_local_folder_and_pull_back_as_a_run(tracked_run: Path, monkey
     PPO.load(folder / "ppo-MissionGym-v0.zip")  # plain SB3
     assert hub.main(["pull", "--local-dir", "shared/agent", "--run-name", "back"]) == 0
     run = tracked_run / "runs" / "back"
-    assert {"best_model.zip", "best_vecnormalize.pkl", "config.yaml"} <= {p.name for p in run.iterdir()}
+    pulled = {"best_model.zip", "best_vecnormalize.pkl", "best_model.safetensors", "best_model.agent.json", "config.yaml"}
+    assert pulled <= {p.name for p in run.iterdir()}
     assert read_yaml(run / "config.yaml") == read_yaml(tracked_run / "runs" / "t" / "config.yaml")
     assert evaluate.main(["back", "--episodes", "2"]) == 0
     assert hub.main(["pull", "--local-dir", "shared/agent", "--run-name", "back"]) == 2  # never overwrites a run
 
 
-def test_pull_a_zoo_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pull_a_zoo_repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
     repo = tmp_path / "zoo"
     repo.mkdir()
     PPO("MlpPolicy", "CartPole-v1", n_steps=32, batch_size=32).save(repo / "ppo-CartPole-v1.zip")
     (repo / "env_kwargs.yml").write_text("{}\n")
     assert hub.main(["pull", "--local-dir", "zoo"]) == 0
+    assert "pickles only" in capsys.readouterr().out  # what the follow-on commands need, and why
     assert read_yaml(tmp_path / "runs" / "ppo-CartPole-v1" / "config.yaml")["env"] == "CartPole-v1"
-    assert evaluate.main(["ppo-CartPole-v1", "--episodes", "2"]) == 0
+    # a zoo model is pickles only: refused in one line naming the flag, loaded as before with it
+    assert evaluate.main(["ppo-CartPole-v1", "--episodes", "2"]) == 2
+    assert "--trust-pickle" in capsys.readouterr().err
+    assert evaluate.main(["ppo-CartPole-v1", "--episodes", "2", "--trust-pickle"]) == 0
 
 
 def test_repo_id_uploads_and_downloads_through_huggingface_hub(
@@ -108,11 +114,19 @@ def test_repo_id_uploads_and_downloads_through_huggingface_hub(
     assert calls[0] == ("create_repo", {"repo_id": "me/ppo-mg", "exist_ok": True, "private": False})
     assert calls[1][1]["repo_id"] == "me/ppo-mg" and "ppo-MissionGym-v0.zip" in calls[1][1]["files"]
     assert hub.main(["push", str(tracked_run / "runs" / "t"), "--local-dir", str(tmp_path / "snap")]) == 0
-    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id: str(tmp_path / "snap"))
+    downloads: list[dict[str, Any]] = []
+
+    def snapshot_download(repo_id: str, **kwargs: Any) -> str:
+        downloads.append({"repo_id": repo_id, **kwargs})
+        return str(tmp_path / "snap")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     monkeypatch.chdir(tmp_path)
     assert hub.main(["pull", "--repo-id", "me/ppo-mg"]) == 0
     lineage = json.loads((tmp_path / "runs" / "ppo-MissionGym-v0" / "lineage.json").read_text())
     assert lineage["pulled_from"] == {"repo_id": "me/ppo-mg"}
+    # only the layout's files, as plain files in a folder of their own (not links into the Hub's cache)
+    assert downloads[0]["allow_patterns"] == list(hub_lib.PULLED) and downloads[0]["local_dir"]
 
 
 def test_hub_errors_are_one_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
+from mission_gym.agents import load_agent
 from mission_gym.config import ConfigError, read_yaml
-from mission_gym.ppo.agent import load_agent
 from mission_gym.ppo.trainer import Trainer
-from mission_gym.rundir.directory import RunDir, vecnormalize_path
+from mission_gym.rundir.directory import RunDir, saved_with, vecnormalize_path
 from mission_gym.settings.batch import check_batch_size, choose_batch_size, divisors
 from mission_gym.settings.overrides import apply_overrides, split_hyperparams
 from mission_gym.settings.presets import AutoPreset, load_preset, preset_names, presets_dir
@@ -231,9 +231,14 @@ def test_run_directory_is_complete(cartpole_run):
     run = RunDir(cartpole_run)
     for name in ("config.yaml", "command.txt", "metadata.json", "lineage.json", "best_model.zip", "final_model.zip"):
         assert (cartpole_run / name).is_file(), name
-    assert vecnormalize_path(cartpole_run / "final_model.zip").is_file()
+    assert all(p.is_file() for p in saved_with(cartpole_run / "final_model.zip"))
+    assert all(p.is_file() for p in saved_with(cartpole_run / "best_model.zip"))
     assert [s for s, _ in run.checkpoints()] == [128, 256]  # every 128 steps, newest 2 kept
-    assert all(vecnormalize_path(p).is_file() for _, p in run.checkpoints())
+    assert all(p.is_file() for _, ckpt in run.checkpoints() for p in saved_with(ckpt))
+    # pruning took the files beside each checkpoint it deleted
+    assert sorted(p.name for p in run.checkpoints_dir.iterdir()) == sorted(
+        p.name for _, ckpt in run.checkpoints() for p in [ckpt, *saved_with(ckpt)]
+    )
     assert list((cartpole_run / "tb").iterdir())
     config = TrainConfig.model_validate(read_yaml(cartpole_run / "config.yaml"))
     assert config.batch_size == 128 and config.vec_env == "dummy"  # resolved, not "auto"
@@ -266,10 +271,18 @@ def test_load_agent(cartpole_run, which):
         "checkpoint": str(cartpole_run / "checkpoints" / "ckpt_128_steps.zip"),
     }[which]
     agent = load_agent(src, runs_dir=cartpole_run.parent)
-    assert agent.env_id == "CartPole-v1" and agent.env_kwargs == {} and agent.obs_normalizer is not None
-    obs = np.zeros((3, 4), dtype=np.float32)
-    assert agent.predict(obs).shape == (3,)
-    raw = agent.model.predict(agent.obs_normalizer.normalize_obs(obs), deterministic=True)[0]
+    assert agent.env_id == "CartPole-v1" and agent.env_kwargs == {} and agent.stats is not None and agent.safe
+    obs = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    assert agent.predict(obs).shape == (64,)
+    # the same actions as SB3's own loading of the zip and the pickled VecNormalize beside it
+    import pickle
+
+    from stable_baselines3 import PPO
+
+    with open(vecnormalize_path(agent.model_path), "rb") as f:
+        vecnorm = pickle.load(f)
+    np.testing.assert_array_equal(agent.normalize(obs), vecnorm.normalize_obs(obs))
+    raw = PPO.load(agent.model_path).predict(vecnorm.normalize_obs(obs), deterministic=True)[0]
     np.testing.assert_array_equal(agent.predict(obs), raw)
 
 
@@ -336,7 +349,7 @@ def test_mujoco_hopper_trains(tmp_path):
     result = Trainer.create(config, runs_dir=tmp_path, run_name="hop", progress=False).train()
     assert result.status == "finished" and result.timesteps == 128
     agent = load_agent(tmp_path / "hop")
-    assert agent.env_id == "Hopper-v5" and agent.predict(np.zeros(11)).shape == (3,)
+    assert agent.env_id == "Hopper-v5" and agent.safe and agent.predict(np.zeros(11)).shape == (3,)
 
 
 # --- phases -----------------------------------------------------------------------------------------------------
@@ -614,5 +627,6 @@ def test_phases_change_learning_rate_and_entropy_during_a_run(tmp_path):
     ents = [float(r["train/ent_coef"]) for r in rows]
     # 4 updates of 128 steps: progress 0.25, 0.5 (phase 2 starts), 0.75, 1.0
     assert lrs == pytest.approx([1e-3 * 0.5, 5e-4, 2.5e-4, 0.0]) and ents == [0.0, 0.02, 0.02, 0.02]
-    agent = load_agent(tmp_path / "ph", device="cpu")
-    assert agent.model.ent_coef == 0.02
+    from stable_baselines3 import PPO
+
+    assert PPO.load(load_agent(tmp_path / "ph", device="cpu").model_path).ent_coef == 0.02

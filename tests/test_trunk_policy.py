@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from mission_gym.agents import load_agent
 from mission_gym.envs import MissionVecEnv
-from mission_gym.ppo.agent import load_agent
 from mission_gym.ppo.trainer import Trainer
 from mission_gym.settings.overrides import apply_overrides
 from mission_gym.settings.presets import load_preset
@@ -27,7 +27,9 @@ def test_trunk_feeds_both_heads_and_trains_it_with_both_losses(tmp_path):
     trainer = Trainer.create(tiny("trunk"), runs_dir=tmp_path, run_name="t", progress=False)
     before = {k: v.clone() for k, v in trainer.model.policy.features_extractor.state_dict().items()}
     assert trainer.train().final_eval is not None
-    policy = load_agent(tmp_path / "t" / "final_model.zip").model.policy
+    agent = load_agent(tmp_path / "t" / "final_model.zip")
+    assert agent.safe  # rebuilt from its safe files: the trunk's extractor comes from the registry, not a pickle
+    policy = agent.policy
     trunk = policy.features_extractor
     assert type(trunk).__name__ == "MlpTrunk"
     assert policy.pi_features_extractor is trunk and policy.vf_features_extractor is trunk
@@ -50,5 +52,5 @@ def test_trunk_policy_trains_other_gymnasium_envs(tmp_path):
     config = tiny("trunk", env="CartPole-v1", vec_env="dummy")
     result = Trainer.create(config, runs_dir=tmp_path, run_name="c", progress=False).train()
     assert result.final_eval is not None
-    policy = load_agent(tmp_path / "c" / "final_model.zip").model.policy
+    policy = load_agent(tmp_path / "c" / "final_model.zip").policy
     assert policy.action_net.weight.shape == (2, 8)

@@ -65,7 +65,8 @@ state = json.loads((run / "population.json").read_text()) if (run / "population.
 kept = set(state["cuts"][-1]["kept"]) if state.get("cuts") else {m["name"] for m in state.get("members", [])}
 for d in sorted((run / "members").glob("m*")):
     if d.is_dir() and d.name not in kept:
-        for name in ("checkpoints", "best_model.zip", "best_vecnormalize.pkl", "final_model.zip", "final_vecnormalize.pkl"):
+        for name in ("checkpoints", *(f"{m}{s}" for m in ("best_model", "final_model")
+                     for s in (".zip", ".safetensors", ".agent.json")), "best_vecnormalize.pkl", "final_vecnormalize.pkl"):
             print(f"{sys.argv[2]}/members/{d.name}/{name}")
 EOF
 tar czf "$OUT/run.tgz" --exclude-from=/tmp/exclude.txt --exclude=frames --exclude=tb -C "$RUNS" "beast_s$SEED" 2>/dev/null

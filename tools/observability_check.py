@@ -18,8 +18,8 @@ import json
 import numpy as np
 import torch
 
+from mission_gym.agents import load_agent
 from mission_gym.envs import MissionVecEnv
-from mission_gym.ppo.agent import load_agent
 from mission_gym.sim import layout as L
 
 SEED_BASE = 700_000_000  # neither the training, the in-training evaluation nor the held-out seeds
@@ -27,10 +27,10 @@ BUCKETS = ((0, 10), (10, 30), (30, 60), (60, 120), (120, 10**6))
 STACK = (0, 5, 10, 15)
 
 
-def play(path: str, games: int, seed_base: int) -> tuple[np.ndarray, ...]:
+def play(path: str, games: int, seed_base: int, trust_pickle: bool = False) -> tuple[np.ndarray, ...]:
     """Every step of ``games`` games of the model at ``path``: (stacked raw observations, situation codes, guards,
     step, game)."""
-    agent = load_agent(path)
+    agent = load_agent(path, trust_pickle=trust_pickle)
     env = MissionVecEnv(games, **agent.env_kwargs)
     env.seed_envs([seed_base + k for k in range(games)])
     obs = env.reset()
@@ -97,9 +97,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", help="runs or model files (e.g. two teachers)")
     parser.add_argument("--games", type=int, default=200, help="games per model")
+    parser.add_argument(
+        "--trust-pickle", action="store_true", help="load models that exist only as pickles (they can run any code)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
-    parts = [play(m, args.games, SEED_BASE + 10_000 * k) for k, m in enumerate(args.models)]
+    parts = [play(m, args.games, SEED_BASE + 10_000 * k, args.trust_pickle) for k, m in enumerate(args.models)]
     x = np.concatenate([p[0] for p in parts])
     code = np.concatenate([p[1] for p in parts])
     guards = np.concatenate([p[2] for p in parts])

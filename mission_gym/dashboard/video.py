@@ -1,7 +1,7 @@
 """Episodes as pictures: mp4/gif videos of a model, a run or a scripted baseline, and the evaluation
 filmstrips the dashboard shows.
 
-A *policy* here maps one observation to one action: :func:`mission_gym.ppo.agent.load_policy` builds one from a
+A *policy* here maps one observation to one action: :func:`mission_gym.agents.load_policy` builds one from a
 baseline name (``greedy``, ``random``), a run name or a model file.
 """
 
@@ -18,8 +18,8 @@ import gymnasium as gym
 import numpy as np
 from PIL import Image
 
+from mission_gym.agents.sources import Policy, PolicySource
 from mission_gym.dashboard.frames import write_eval_frames
-from mission_gym.ppo.agent import Policy, PolicySource
 
 VIDEO_SUFFIXES: tuple[str, ...] = (".mp4", ".gif")
 
@@ -249,7 +249,7 @@ def record_video(
     The file is written under a temporary name and renamed when complete.
 
     :param out: ``.mp4`` or ``.gif`` path (parent folders are created)
-    :param source: the policy and its env (see :func:`~mission_gym.ppo.agent.load_policy`)
+    :param source: the policy and its env (see :func:`~mission_gym.agents.load_policy`)
     :param episodes: how many episodes, with reset seeds ``seed``, ``seed + 1``, ...
     :param seed: first episode's seed
     :param max_steps: cut each episode after this many steps

@@ -27,11 +27,14 @@ RESTORED = tuple(name for name in STATE_ARRAYS if name != "rng")
 MIN_GAMES = 8
 
 
-def record_model_states(model: str | Path, out: str | Path, games: int = 200, every: int = 5) -> int:
-    """:func:`record_states` of a saved model (deterministic actions, its own observation statistics and game)."""
-    from mission_gym.ppo.agent import load_agent
+def record_model_states(
+    model: str | Path, out: str | Path, games: int = 200, every: int = 5, trust_pickle: bool = False
+) -> int:
+    """:func:`record_states` of a saved model (deterministic actions, its own observation statistics and game;
+    ``trust_pickle``: a model saved before the safe agent files)."""
+    from mission_gym.agents.loading import load_agent
 
-    agent = load_agent(model)
+    agent = load_agent(model, trust_pickle=trust_pickle)
     return record_states(agent.predict, out, agent.env_kwargs, games, every)
 
 

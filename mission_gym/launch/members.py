@@ -12,7 +12,7 @@ import numpy as np
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml
 from mission_gym.ppo.trainer import Trainer
-from mission_gym.rundir.directory import RunDir, vecnormalize_path
+from mission_gym.rundir.directory import RunDir, saved_with
 from mission_gym.rundir.files import atomic_copy, atomic_write_text, read_json, write_json
 from mission_gym.rundir.lock import LOCK_FILE
 from mission_gym.settings.schema import Population, TrainConfig
@@ -81,11 +81,12 @@ def adopt_winner(run: RunDir, members_dir: Path, best: dict[str, Any], timesteps
         if (src / name).is_dir():
             shutil.copytree(src / name, run / name, dirs_exist_ok=True, copy_function=atomic_copy)
     model = src / best["model"]
-    stats = vecnormalize_path(model)
-    if stats.is_file():
-        atomic_copy(stats, vecnormalize_path(run / "best_model.zip"))
+    for beside, dst in zip(saved_with(model), saved_with(run / "best_model.zip")):
+        if beside.is_file():
+            atomic_copy(beside, dst)
     atomic_copy(model, run / "best_model.zip")
-    for name in ("progress.csv", "evaluations.csv", "final_vecnormalize.pkl", "final_model.zip"):
+    final = [p.name for p in saved_with(src / "final_model.zip")]
+    for name in ("progress.csv", "evaluations.csv", *final, "final_model.zip"):
         if (src / name).is_file():
             atomic_copy(src / name, run / name)
     meta = read_json(src / "metadata.json")

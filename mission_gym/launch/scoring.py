@@ -68,10 +68,10 @@ def _start_scorer(parent: int) -> None:
 
 
 def _score_model(task: tuple[str, str, dict[str, Any], int, int]) -> EvalRecord:
-    from mission_gym.ppo.agent import load_agent
+    from mission_gym.agents.loading import load_agent
 
     path, env, env_kwargs, episodes, step = task
-    agent = load_agent(path, device="cpu")
+    agent = load_agent(path, device="cpu", trust_pickle=True)  # the population's own members, as training reads them
     return eval_record(agent.predict, env, env_kwargs, episodes, step)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from mission_gym import ENV_ID
+from mission_gym.agents.spec import AgentSpec, policy_args
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import available_cores, enable_tf32, learner_threads
 from mission_gym.ppo import parts
@@ -22,7 +23,7 @@ from mission_gym.ppo.schedules import learning_rate_schedule
 from mission_gym.rundir.directory import vecnormalize_path
 from mission_gym.rundir.files import read_json
 from mission_gym.settings.resolve import Resolved
-from mission_gym.settings.schema import ACTIVATIONS, TrainConfig
+from mission_gym.settings.schema import TrainConfig
 from mission_gym.vec.factory import make_vec_env, probe_spaces
 
 # SB3 warns that an MLP policy on a GPU leaves it idle; the GPU presets run members side by side for that reason
@@ -32,16 +33,9 @@ warnings.filterwarnings("ignore", message="You are trying to run .* on the GPU",
 
 def ppo_kwargs(config: TrainConfig) -> tuple[Any, dict[str, Any]]:
     """SB3 ``PPO``'s policy and keyword arguments for a finalised configuration."""
-    import torch
-
-    policy_kwargs = {
-        "net_arch": list(config.network_arch),
-        "activation_fn": getattr(torch.nn, ACTIVATIONS[config.activation]),
-        "ortho_init": config.ortho_init,
-    }
     extra = dict(config.hyperparams)
-    policy_kwargs.update(extra.pop("policy_kwargs", None) or {})
-    policy, policy_kwargs = parts.policy(config.policy, policy_kwargs)
+    extra.pop("policy_kwargs", None)  # the policy's, in policy_args
+    policy, policy_kwargs = policy_args(AgentSpec.of(config))
     assert isinstance(config.batch_size, int)
     return policy, dict(
         learning_rate=learning_rate_schedule(config.learning_rate, config.lr_schedule, config.phases, config.timesteps),
@@ -243,7 +237,7 @@ def _load_parent(checkpoint: str | Path, runs_dir: str | Path) -> tuple[Any, Pat
     """The parent model of a branch, its statistics file and what lineage records about it."""
     from stable_baselines3 import PPO
 
-    from mission_gym.ppo.agent import NOT_FOR_ACTING, model_file
+    from mission_gym.agents.loading import NOT_FOR_ACTING, model_file
 
     try:
         path, parent_run = model_file(checkpoint, runs_dir)

@@ -19,6 +19,8 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from mission_gym import ENV_ID
+from mission_gym.agents.files import NormStats, agent_files
+from mission_gym.agents.spec import AgentSpec
 from mission_gym.ppo.portable import portable
 from mission_gym.rundir.directory import RunDir, vecnormalize_path
 from mission_gym.rundir.evaluations import EVALUATIONS, EvalRecord, append_record, best_score
@@ -26,13 +28,21 @@ from mission_gym.rundir.files import atomic_save_all
 from mission_gym.vec.factory import find_vec_normalize
 
 
-def save_model(model: Any, path: Path) -> None:
-    """Save a model and, next to it, the VecNormalize statistics of its env: both are written in full before either
-    replaces its file (statistics first, so a model file always has its statistics), so a kill or a full disk
-    leaves the previous pair. The model file holds SB3's objects only, so it loads without Mission Gym
-    (:mod:`mission_gym.ppo.portable`)."""
+def save_model(model: Any, path: Path, spec: AgentSpec) -> None:
+    """Save a model and, next to it, the VecNormalize statistics of its env and the same agent without pickles (its
+    weights as safetensors and its agent file: :mod:`mission_gym.agents.files`): all are written in full before any
+    replaces its file (the zip last, so a model file always has the others), so a kill or a full disk leaves the
+    previous set. The model file holds SB3's objects only, so it loads without Mission Gym
+    (:mod:`mission_gym.ppo.portable`).
+
+    :param spec: the agent's env and policy description (of the run's configuration)
+    """
     vecnorm = find_vec_normalize(model.get_env())
-    files: list[tuple[Path, Callable[[Any], None]]] = [(path, model.save)]
+    stats = NormStats.of(vecnorm) if vecnorm is not None else None
+    files: list[tuple[Path, Callable[[Any], None]]] = [
+        *agent_files(path, model.policy, stats, spec, model.num_timesteps),
+        (path, model.save),
+    ]
     if vecnorm is not None:
         files.insert(0, (vecnormalize_path(path), lambda f: _pickle(vecnorm, f)))
     with portable(model):
@@ -45,10 +55,10 @@ def _pickle(obj: Any, f: Any) -> None:
     pickle.dump(obj, f)
 
 
-def save_checkpoint(model: Any, run: RunDir, keep: int) -> Path:
-    """Save ``checkpoints/ckpt_<steps>_steps.zip`` (+ statistics) and keep the newest ``keep``."""
+def save_checkpoint(model: Any, run: RunDir, keep: int, spec: AgentSpec) -> Path:
+    """Save ``checkpoints/ckpt_<steps>_steps.zip`` (+ the files beside it) and keep the newest ``keep``."""
     path = run.checkpoint_path(model.num_timesteps)
-    save_model(model, path)
+    save_model(model, path, spec)
     run.prune_checkpoints(keep)
     return path
 
@@ -200,11 +210,12 @@ class StepCheckpointCallback(BaseCallback):
     :param save_freq: env steps between checkpoints (0: never)
     :param keep: checkpoints to keep
     :param timings: where the saving time is counted
+    :param spec: the agent's description, saved with each checkpoint
     """
 
-    def __init__(self, run: RunDir, save_freq: int, keep: int, timings: Timings) -> None:
+    def __init__(self, run: RunDir, save_freq: int, keep: int, timings: Timings, spec: AgentSpec) -> None:
         super().__init__()
-        self.run, self.save_freq, self.keep, self.timings = run, save_freq, keep, timings
+        self.run, self.save_freq, self.keep, self.timings, self.spec = run, save_freq, keep, timings, spec
         self.next_save = math.inf
 
     def _init_callback(self) -> None:
@@ -214,7 +225,7 @@ class StepCheckpointCallback(BaseCallback):
     def _on_rollout_start(self) -> None:
         if self.model.num_timesteps >= self.next_save:
             t0 = time.perf_counter()
-            save_checkpoint(self.model, self.run, self.keep)
+            save_checkpoint(self.model, self.run, self.keep, self.spec)
             self.next_save = (self.model.num_timesteps // self.save_freq + 1) * self.save_freq
             self.timings.side(time.perf_counter() - t0, "save")
 
@@ -267,8 +278,8 @@ class StepEvalCallback(BaseCallback):
     read SB3 runs find them. Observations are normalised with the training env's current VecNormalize statistics.
 
     :param run: the run directory
-    :param env_id: the env evaluated (with ``env_kwargs``: the real game, whatever a curriculum trains on)
-    :param env_kwargs: its keyword arguments
+    :param spec: the agent's description: the env evaluated (``env``, ``env_kwargs``: the real game, whatever a
+        curriculum trains on), saved with the best model
     :param n_episodes: games per evaluation
     :param eval_freq: env steps between evaluations (0: only the final one)
     :param timings: where the evaluation time is counted
@@ -281,8 +292,7 @@ class StepEvalCallback(BaseCallback):
     def __init__(
         self,
         run: RunDir,
-        env_id: str,
-        env_kwargs: dict[str, Any],
+        spec: AgentSpec,
         n_episodes: int,
         eval_freq: int,
         timings: Timings,
@@ -291,7 +301,8 @@ class StepEvalCallback(BaseCallback):
     ) -> None:
         super().__init__()
         self.evaluator = evaluator
-        self.run, self.env_id, self.env_kwargs, self.n_episodes = run, env_id, env_kwargs, n_episodes
+        self.run, self.spec, self.n_episodes = run, spec, n_episodes
+        self.env_id, self.env_kwargs = spec.env, spec.env_kwargs
         self.eval_freq, self.timings = eval_freq, timings
         self.callback_after_eval = callback_after_eval
         if callback_after_eval is not None:
@@ -340,7 +351,7 @@ class StepEvalCallback(BaseCallback):
         self.logger.record("eval/mean_ep_length", rec.mean_ep_length)
         if self.best is None or rec.score() > self.best:
             self.best = rec.score()
-            save_model(self.model, self.run / "best_model.zip")
+            save_model(self.model, self.run / "best_model.zip", self.spec)
         self.last = rec
         if self.callback_after_eval is not None:
             self.callback_after_eval.on_step()

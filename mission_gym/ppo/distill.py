@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch as th
 
+from mission_gym.agents.files import normalized
 from mission_gym.sim import layout as L
 
 #: the defenders' modes, in the simulation's order (a situation names them sorted, joined by "+")
@@ -79,9 +80,7 @@ class Teacher:
         """Observations as this teacher saw them in training."""
         if self.obs_mean is None or self.obs_var is None:
             return raw.astype(np.float32)
-        return np.clip((raw - self.obs_mean) / np.sqrt(self.obs_var + self.epsilon), -self.clip_obs, self.clip_obs).astype(
-            np.float32
-        )
+        return normalized(raw, self.obs_mean, self.obs_var, self.epsilon, self.clip_obs)
 
     def log_probs(self, raw: np.ndarray, heads: tuple[int, int]) -> th.Tensor:
         """Normalised log-probabilities ``(n, heads, actions)`` of raw observations ``(n, features)``."""
@@ -94,29 +93,20 @@ class Teacher:
 
 
 def load_teacher(path: str | Path, device: str | th.device = "cpu") -> Teacher:
-    """A saved model (a run directory's ``best_model.zip``, a checkpoint) and its statistics file as a teacher."""
-    from stable_baselines3 import PPO
+    """A saved model (a run directory's ``best_model.zip``, a checkpoint) and its observation statistics as a teacher:
+    from its safe files where it has them, else from its zip and statistics pickle (a run's own files, which a
+    distillation reads to train, as a resume does)."""
+    from mission_gym.agents.loading import load_agent
 
-    from mission_gym.ppo.agent import NOT_FOR_ACTING
-    from mission_gym.rundir.directory import vecnormalize_path
-
-    model = PPO.load(path, device=device, custom_objects=NOT_FOR_ACTING)
-    policy = model.policy
-    policy.set_training_mode(False)
+    agent = load_agent(path, device=str(device), trust_pickle=True)
+    policy = agent.policy
     for p in policy.parameters():
         p.requires_grad_(False)
-    stats = vecnormalize_path(Path(path))
-    mean = var = None
-    epsilon, clip = 1e-8, 10.0
-    if stats.is_file():
-        import pickle
-
-        with open(stats, "rb") as f:
-            norm = pickle.load(f)
-        if norm.norm_obs:
-            mean, var = np.asarray(norm.obs_rms.mean), np.asarray(norm.obs_rms.var)
-        epsilon, clip = float(norm.epsilon), float(norm.clip_obs)
-    return Teacher(policy, mean, var, epsilon, clip, name=str(path))
+    stats = agent.stats
+    if stats is None:
+        return Teacher(policy, None, None, name=str(path))
+    mean, var = (stats.obs_mean, stats.obs_var) if stats.norm_obs else (None, None)
+    return Teacher(policy, mean, var, stats.epsilon, stats.clip_obs, name=str(path))
 
 
 class Teachers:

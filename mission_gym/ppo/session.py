@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from mission_gym.agents.spec import AgentSpec
 from mission_gym.hardware import disarm_parent_death_signal
 from mission_gym.ppo.callbacks import (
     EntropyPhaseCallback,
@@ -75,10 +76,10 @@ class Session:
         config, model, run = trainer.config, trainer.model, trainer.run
         model.set_logger(make_logger(run.path, config.tensorboard, trainer.resume_step))
         self.timings = Timings()
+        self.spec = AgentSpec.of(config)  # what every saved model's agent file says of it
         self.evaluate = StepEvalCallback(
-            run, config.env, config.env_kwargs, config.eval_episodes, config.eval_freq, self.timings, callback_after_eval,
-            evaluator=evaluator,
-        )  # fmt: skip
+            run, self.spec, config.eval_episodes, config.eval_freq, self.timings, callback_after_eval, evaluator=evaluator
+        )
         self.monitor = ResourceMonitorCallback(device=trainer.device)
         self.pause = StopAtStepCallback(stop_at) if stop_at is not None else None
         self.start_steps = model.num_timesteps
@@ -107,7 +108,7 @@ class Session:
             RolloutThreadsCallback(trainer.threads),
             StopFlagCallback(lambda: bool(received)),
             EpisodeMetricsCallback(),
-            StepCheckpointCallback(trainer.run, config.save_freq, config.keep_checkpoints, self.timings),
+            StepCheckpointCallback(trainer.run, config.save_freq, config.keep_checkpoints, self.timings, self.spec),
             self.evaluate,
             self.monitor,
             *extra,
@@ -212,10 +213,10 @@ class Session:
         try:
             if model.num_timesteps > self.start_steps or trainer.resume_step is None:
                 t0 = time.perf_counter()
-                checkpoint = save_checkpoint(model, run, config.keep_checkpoints)
+                checkpoint = save_checkpoint(model, run, config.keep_checkpoints, self.spec)
                 timings.save_s += time.perf_counter() - t0
             if status == "finished":
-                save_model(model, run / "final_model.zip")
+                save_model(model, run / "final_model.zip", self.spec)
                 if final_eval is None:
                     t0 = time.perf_counter()
                     torch.set_num_threads(1)

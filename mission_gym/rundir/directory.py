@@ -6,6 +6,7 @@ runs/<name>/
   config.yaml  command.txt  metadata.json  lineage.json
   checkpoints/ckpt_<steps>_steps.zip + ckpt_vecnormalize_<steps>_steps.pkl   (newest K kept)
   best_model.zip (+ best_vecnormalize.pkl)   final_model.zip (+ final_vecnormalize.pkl)
+  beside each model X.zip: X.safetensors + X.agent.json   (the same agent without pickles: mission_gym.agents)
   tb/   progress.csv   evaluations.csv   dashboard.html
   .lock   (who writes the run now: :mod:`mission_gym.rundir.lock`)
 ```
@@ -51,6 +52,24 @@ def vecnormalize_path(model_path: str | Path) -> Path:
         return path.with_name(f"ckpt_vecnormalize_{match.group(1)}_steps.pkl")
     stem = path.name.removesuffix(".zip").removesuffix("_model")
     return path.with_name(f"{stem}_vecnormalize.pkl")
+
+
+def weights_path(model_path: str | Path) -> Path:
+    """Where the policy's weights saved with a model file live, as safetensors (no code in them):
+    ``best_model.zip`` → ``best_model.safetensors``."""
+    return Path(model_path).with_suffix(".safetensors")
+
+
+def agent_file_path(model_path: str | Path) -> Path:
+    """Where the JSON description saved with a model file lives (its env, policy and observation statistics):
+    ``best_model.zip`` → ``best_model.agent.json``."""
+    return Path(model_path).with_suffix(".agent.json")
+
+
+def saved_with(model_path: str | Path) -> list[Path]:
+    """The files saved beside a model file, in the order they are written before it: its VecNormalize statistics,
+    its weights and its agent file (each may be absent: a run without statistics, a run saved before the weights)."""
+    return [vecnormalize_path(model_path), weights_path(model_path), agent_file_path(model_path)]
 
 
 def default_run_name(env_id: str, preset: str) -> str:
@@ -132,10 +151,11 @@ class RunDir:
         return self.checkpoints_dir / f"ckpt_{steps}_steps.zip"
 
     def prune_checkpoints(self, keep: int) -> None:
-        """Delete all but the newest ``keep`` checkpoints (with their statistics)."""
+        """Delete all but the newest ``keep`` checkpoints (with the files saved beside them)."""
         for _, path in self.checkpoints()[:-keep]:
             path.unlink(missing_ok=True)  # the model first: a kill in between leaves no model without statistics
-            vecnormalize_path(path).unlink(missing_ok=True)
+            for beside in saved_with(path):
+                beside.unlink(missing_ok=True)
 
     def update_metadata(self, **values: Any) -> dict[str, Any]:
         """Merge ``values`` into ``metadata.json`` (written atomically) and return the result."""

@@ -14,7 +14,7 @@ import pickle
 from pathlib import Path
 
 from mission_gym.config.yaml_io import ConfigError
-from mission_gym.rundir.directory import RunDir, vecnormalize_path
+from mission_gym.rundir.directory import RunDir, saved_with, vecnormalize_path
 from mission_gym.rundir.files import remove_stale_temps
 
 #: the suffix a checkpoint that does not load is renamed with (kept for a look, never loaded again)
@@ -80,7 +80,7 @@ def newest_loadable_checkpoint(run: RunDir, normalize: bool) -> tuple[int, Path]
 
 
 def _set_aside(path: Path) -> None:
-    for p in (path, vecnormalize_path(path)):
+    for p in (path, *saved_with(path)):
         if p.is_file():
             os.replace(p, p.with_name(p.name + SET_ASIDE))
 

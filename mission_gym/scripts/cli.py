@@ -52,3 +52,16 @@ def one_line_missing_extras(main: Callable[[list[str] | None], int]) -> Callable
             return fail(str(exc))
 
     return wrapped
+
+
+def add_trust_pickle(parser: argparse.ArgumentParser, what: str = "load") -> None:
+    """The ``--trust-pickle`` flag of a command that loads an agent to act (:mod:`mission_gym.agents.loading`).
+
+    :param what: what the command does with such a model (``load``, ``convert``)
+    """
+    parser.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help=f"{what} a model that exists only as pickles (an SB3 zip and .pkl statistics: a zoo repository, a run "
+        "saved before the safe files); unpickling runs whatever code the files name, so only for files you trust",
+    )

@@ -4,6 +4,7 @@
     mission-enjoy runs/RUN/final_model.zip --episodes 3 --seed 900000000 --fps 8
     mission-enjoy --policy greedy              # the scripted baseline
     mission-enjoy HOPPER_RUN                   # other Gymnasium envs use their own human rendering (MuJoCo's viewer)
+    mission-enjoy ZOO_RUN --trust-pickle       # a model that exists only as pickles (only if you trust it)
 
 Close the window (or Ctrl-C) to stop. Mission Gym plays at --fps env steps per second (4 = real time).
 """
@@ -14,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, add_trust_pickle, fail, one_line_missing_extras
 
 
 def build_parser() -> CliParser:
@@ -34,6 +35,7 @@ def build_parser() -> CliParser:
     p.add_argument("--max-steps", type=int, help="cut each episode after this many steps")
     p.add_argument("--runs-dir", default="runs", help="where run names are looked up [runs]")
     p.add_argument("--device", default="cpu", help="torch device for the model [cpu]")
+    add_trust_pickle(p)
     return p
 
 
@@ -77,11 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     import gymnasium as gym
 
     from mission_gym import ENV_ID
+    from mission_gym.agents import load_policy
     from mission_gym.envs.rendering import require_pygame
-    from mission_gym.ppo.agent import load_policy
 
     try:
-        source = load_policy(args.model, args.policy, runs_dir=args.runs_dir, seed=args.seed, device=args.device)
+        source = load_policy(
+            args.model, args.policy, runs_dir=args.runs_dir, seed=args.seed, device=args.device,
+            trust_pickle=args.trust_pickle,
+        )  # fmt: skip
         if source.env_id == ENV_ID:
             require_pygame("mission-enjoy")
         env = gym.make(source.env_id, render_mode="human", **source.env_kwargs)

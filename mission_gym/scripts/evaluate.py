@@ -1,7 +1,10 @@
 """Evaluate a trained model or a scripted baseline on fixed held-out seeds.
 
-python -m mission_gym.scripts.evaluate RUN_NAME|RUN_DIR|MODEL.zip [--episodes 200] [--json [PATH]]
+python -m mission_gym.scripts.evaluate RUN_NAME|RUN_DIR|MODEL.zip [--episodes 200] [--json [PATH]] [--trust-pickle]
 python -m mission_gym.scripts.evaluate --policy greedy --episodes 200
+
+A model loads from its safe files (weights as safetensors, a JSON agent file) without unpickling anything; one that
+exists only as pickles is refused unless --trust-pickle (docs/training.md, "Sharing and watching agents").
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 from mission_gym.baselines import POLICIES
 from mission_gym.evaluation import EvalResult, by_guards, evaluate_gym, evaluate_mission, held_out_seeds
-from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, add_trust_pickle, fail, one_line_missing_extras
 
 #: how many defenders guard the objective, in words
 GUARDS = {0: "none", 1: "one", 2: "two"}
@@ -30,6 +33,7 @@ def build_parser() -> CliParser:
     p.add_argument("--runs-dir", default="runs", help="where run names are looked up (default runs)")
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely one")
     p.add_argument("--device", default="cpu", help="torch device for the model (default cpu)")
+    add_trust_pickle(p)
     p.add_argument(
         "--json", nargs="?", const="-", default=None, metavar="PATH", help="write the result as JSON to PATH (or stdout)"
     )
@@ -74,10 +78,10 @@ def main(argv: list[str] | None = None) -> int:
 
         result = evaluate_mission(make_policy(args.policy, load_config(), seed=0), args.episodes, seeds, args.policy)
     else:
-        from mission_gym.ppo.agent import load_agent
+        from mission_gym.agents import load_agent
 
         try:
-            agent = load_agent(args.model, runs_dir=args.runs_dir, device=args.device)
+            agent = load_agent(args.model, runs_dir=args.runs_dir, device=args.device, trust_pickle=args.trust_pickle)
         except (FileNotFoundError, ValueError) as exc:
             return fail(str(exc))
 

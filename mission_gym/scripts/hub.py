@@ -5,14 +5,20 @@ config, model card): push a run to the Hub or to a local folder, pull one back a
     mission-hub push RUN --local-dir shared/ppo-MissionGym-v0   # the same layout in a folder
     mission-hub pull --repo-id you/ppo-MissionGym-v0            # -> runs/ppo-MissionGym-v0/ (evaluate, enjoy it)
     mission-hub pull --local-dir shared/ppo-MissionGym-v0 --run-name theirs
+    mission-hub push OLD_RUN --local-dir shared/old --trust-pickle   # a run saved before the safe files: converted
+
+A pushed agent carries its weights as safetensors and a JSON agent file beside the SB3 zip; evaluate, enjoy and
+record_video load those without unpickling anything. A pulled agent with pickles only (a zoo repository) needs
+their --trust-pickle, which runs whatever code the pickles name: only for files you trust.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, add_trust_pickle, fail, one_line_missing_extras
 
 
 def build_parser() -> CliParser:
@@ -31,12 +37,25 @@ def build_parser() -> CliParser:
     push.add_argument("--runs-dir", default="runs", help="where run names are looked up [runs]")
     push.add_argument("--commit-message", default="Upload PPO agent trained with Mission Gym", help="the Hub commit message")
     push.add_argument("--private", action="store_true", help="create the Hub repository private")
+    add_trust_pickle(push, "convert (to safe files)")
     pull = sub.add_parser("pull", help="make a run directory of a shared agent")
     pull.add_argument("--repo-id", metavar="ORG/NAME", help="Hub repository to download")
     pull.add_argument("--local-dir", metavar="DIR", help="a folder of the Hub layout")
     pull.add_argument("--runs-dir", default="runs", help="where the run directory is made [runs]")
     pull.add_argument("--run-name", metavar="NAME", help="the run directory's name [ppo-<EnvId>]")
     return p
+
+
+def follow_on(run: Path) -> str:
+    """The commands to try a pulled agent with, and whether it loads without pickles."""
+    from mission_gym.agents import TRUST_PICKLE, has_safe_files
+
+    if has_safe_files(run / "best_model.zip"):
+        return f"  safe files (no pickle is loaded): mission-evaluate {run}    mission-enjoy {run}"
+    return (
+        f"  pickles only (a zoo repository or an older push): they can run any code when loaded, so only if you "
+        f"trust where they came from: mission-evaluate {run} {TRUST_PICKLE}    mission-enjoy {run} {TRUST_PICKLE}"
+    )
 
 
 @one_line_missing_extras
@@ -47,12 +66,14 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "push":
-            where = hub.push(args.run, args.repo_id, args.local_dir, args.runs_dir, args.commit_message, args.private)
+            where = hub.push(
+                args.run, args.repo_id, args.local_dir, args.runs_dir, args.commit_message, args.private, args.trust_pickle
+            )
             print(f"pushed {args.run} to {where}")
         else:
             run = hub.pull(args.repo_id, args.local_dir, args.runs_dir, args.run_name)
             print(f"pulled {args.repo_id or args.local_dir} into {run}")
-            print(f"  mission-evaluate {run}    mission-enjoy {run}")
+            print(follow_on(run))
     except ConfigError as exc:
         return fail(str(exc))
     return 0

@@ -5,6 +5,7 @@ Examples::
     python -m mission_gym.scripts.record_video my_run --out videos/my_run.mp4 --episodes 3
     python -m mission_gym.scripts.record_video runs/my_run/best_model.zip --out best.gif --width 320
     python -m mission_gym.scripts.record_video --policy greedy --out greedy.gif --episodes 1 --max-steps 400
+    python -m mission_gym.scripts.record_video zoo_run --trust-pickle --out zoo.gif   # pickles only: if you trust it
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import argparse
 import sys
 from collections import Counter
 
+from mission_gym.agents import load_policy
 from mission_gym.dashboard.video import check_video_args, record_video
-from mission_gym.ppo.agent import load_policy
-from mission_gym.scripts.cli import CliParser, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, add_trust_pickle, one_line_missing_extras
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,6 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--config-dir", default=None, help="a directory of YAML files merged over the default configs")
     parser.add_argument("--runs-dir", default="runs", help="where run names are looked up (default runs)")
     parser.add_argument("--device", default="cpu", help="torch device for a model (default cpu)")
+    add_trust_pickle(parser)
     return parser.parse_args(argv)
 
 
@@ -50,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
         check_video_args(args.out, args.episodes, args.fps, args.width, args.max_steps, args.hold)
         env_kwargs = {k: v for k, v in (("scenario", args.scenario), ("config_dir", args.config_dir)) if v is not None}
         source = load_policy(
-            args.source, args.policy, runs_dir=args.runs_dir, seed=args.seed, env_kwargs=env_kwargs, device=args.device
-        )
+            args.source, args.policy, runs_dir=args.runs_dir, seed=args.seed, env_kwargs=env_kwargs, device=args.device,
+            trust_pickle=args.trust_pickle,
+        )  # fmt: skip
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
