@@ -69,3 +69,17 @@ def test_a_run_restarts_from_states_and_logs_how_far_back(tmp_path: Path, states
     with open(tmp_path / "runs" / "r" / "progress.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if r.get("restarts/back")]
     assert rows and all(int(float(r["time/total_timesteps"])) <= 3000 + 16 * 64 for r in rows)
+
+
+def test_a_cut_whose_draws_would_restart_from_a_best_that_won_nothing_draws_without_restarts(tmp_path: Path) -> None:
+    """A quick population's members win no game: the draws' restarts have no won game to start from, so the cut says
+    so in one line and draws as it would without them."""
+    pop = ("population={size: 2, cuts: [{at: 512, keep: 1, redraw_below: 0.5, redraws: 1, redraw_restarts: {share: 0.5}}], "
+           "episodes: 4}")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "quick", "--timesteps", "1024",
+                           "--run-name", "p", "--hyperparams", pop, "--no-progress"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no restarts for the draws" in proc.stdout and "m2 drawn" in proc.stdout
+    drawn = (tmp_path / "runs" / "p" / "members" / "m2.yaml").read_text()
+    assert "restarts: null" in drawn

@@ -42,6 +42,7 @@ from mission_gym.launch.local import LocalLauncher
 from mission_gym.launch.members import adopt_winner, check_variant, clone_member, member_config, member_seeds, stages
 from mission_gym.launch.progress import PopulationProgress
 from mission_gym.launch.report import JobRecord
+from mission_gym.launch.restart_stage import restart_block
 from mission_gym.launch.scoring import describe_score, saved_timesteps, score_models, scoring_workers
 from mission_gym.ppo.trainer import EXIT_SIGNAL, Trainer
 from mission_gym.rundir.directory import (
@@ -265,7 +266,10 @@ class PopulationRun:
             if cut is not None and cut.redraw_below is not None and not drawn and wins:  # envs without wins: none
                 best_win = max(wins)
                 if best_win < cut.redraw_below:
-                    drawn = self._draw(cut.redraws, step)
+                    restarts = None
+                    if cut.redraw_restarts is not None:
+                        restarts = restart_block(self.run.path, self.members_dir, scores, step, cut.redraw_restarts)
+                    drawn = self._draw(cut.redraws, step, restarts)
                     print(
                         f"population: the best member wins {100 * best_win:.1f}% < {100 * cut.redraw_below:.0f}% at "
                         f"step {step:,}: {', '.join(drawn)} drawn (new seeds) train to it",
@@ -318,9 +322,10 @@ class PopulationRun:
         alive = [m for m in names if m not in failed]
         return (self._score(alive, step, final) if alive else []), failed, None
 
-    def _draw(self, n: int, step: int) -> list[str]:
+    def _draw(self, n: int, step: int, restarts: dict[str, Any] | None = None) -> list[str]:
         """``n`` new members with the next seeds and recipes (member ``k`` takes ``variants[k % len(variants)]``, as
-        at the start), to be trained from scratch to the cut at ``step``; recorded in the state before any trains."""
+        at the start), to be trained from scratch to the cut at ``step`` (with ``restarts``, starting some games from
+        the best's won games); recorded in the state before any trains."""
         members = self.state["members"]
         n_recipes = len(self.config.population.variants) or 1
         names = []
@@ -331,7 +336,8 @@ class PopulationRun:
                 if leftover.exists():  # a clone's, from a session stopped before its cut was recorded
                     shutil.rmtree(leftover)
             recipe = read_yaml(self.members_dir / f"m{k % n_recipes}.yaml")  # that recipe's member configuration
-            atomic_write_text(self.members_dir / f"{name}.yaml", dump_yaml({**recipe, "seed": seed}))
+            extra = {"restarts": restarts} if restarts else {}
+            atomic_write_text(self.members_dir / f"{name}.yaml", dump_yaml({**recipe, "seed": seed, **extra}))
             members.append({"name": name, "seed": seed, "drawn_at": step})
             names.append(name)
         write_json(self.run / STATE, self.state)

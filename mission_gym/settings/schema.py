@@ -131,6 +131,16 @@ class Restarts(_Strict):
     until: int = Field(gt=0, description="env step after which every game starts afresh")
 
 
+class RestartStage(_Strict):
+    """At a cut that draws new members: the best scored member's won games are recorded and the drawn members start
+    a ``share`` of their games from them (:class:`Restarts`) until the cut."""
+
+    share: float = Field(0.5, gt=0, le=1)
+    back: int = Field(30, ge=1)
+    step: int = Field(30, ge=1)
+    advance_at: float = Field(0.5, gt=0, le=1)
+
+
 class PopulationCut(_Strict):
     """At env step ``at`` the best ``keep`` members carry on, and ``clones`` copies of the best one with seeds of
     their own (population-based training's exploit step). With ``redraw_below``, a cut whose best member wins less
@@ -145,9 +155,12 @@ class PopulationCut(_Strict):
     )
     redraws: int = Field(0, ge=0, description="new members drawn when the best member wins less than redraw_below")
     distill: DistillStage | None = Field(None, description="the members that carry on learn from each situation's best")
+    redraw_restarts: RestartStage | None = Field(None, description="drawn members start games from the best's won games")
 
     @model_validator(mode="after")
     def _check_redraw(self) -> PopulationCut:
+        if self.redraw_restarts is not None and self.redraw_below is None:
+            raise ValueError(f"population.cuts at {self.at:,}: redraw_restarts needs redraw_below and redraws")
         if (self.redraw_below is None) != (self.redraws == 0):
             raise ValueError(
                 f"population.cuts at {self.at:,}: redraw_below and redraws go together "
