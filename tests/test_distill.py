@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from stable_baselines3.common.logger import KVWriter, Logger
 
@@ -107,8 +108,10 @@ def _columns(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def test_a_population_cut_makes_students_of_each_situations_best(tmp_path):
-    pop = "population={size: 3, cuts: [{at: 512, keep: 1, clones: 1, distill: {steps: 512, min_games: 1}}], episodes: 8}"
+@pytest.mark.parametrize("learner", ["processes", "batched"])  # batched: the students train alone in its process
+def test_a_population_cut_makes_students_of_each_situations_best(tmp_path, learner):
+    pop = (f"population={{size: 3, cuts: [{{at: 512, keep: 1, clones: 1, distill: {{steps: 512, min_games: 1}}}}], "
+           f"episodes: 8, learner: {learner}}}")  # fmt: skip
     proc = _cli(
         ["--preset", "quick", "--timesteps", "1536", "--run-name", "d", "--hyperparams", pop, "--no-progress"], tmp_path
     )

@@ -18,7 +18,7 @@ from typing import Any
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import resolve_device
 from mission_gym.launch.jobs import Job
-from mission_gym.ppo.batched.maths import batch_key
+from mission_gym.ppo.batched.maths import batch_key, batchable
 from mission_gym.ppo.session import EXIT_SIGNAL
 from mission_gym.ppo.trainer import Trainer, train_together
 from mission_gym.settings.command import config_for_argv
@@ -69,7 +69,9 @@ def train_members_together(
     stop_at = {job.name: _option(job.args, "--stop-at") for job in jobs}
     groups: dict[Any, list[str]] = {}
     for name, trainer in trainers.items():
-        groups.setdefault((batch_key(trainer.model), stop_at[name]), []).append(name)
+        # a member the batch does not cover (a distillation's student) trains alone, as a group of one
+        key = batch_key(trainer.model) if batchable(trainer.model) is None else name
+        groups.setdefault((key, stop_at[name]), []).append(name)
     stopped: int | None = None
     for (_, stop), names in groups.items():
         group = [trainers[n] for n in names]
@@ -79,8 +81,13 @@ def train_members_together(
             codes.update({n: EXIT_SIGNAL[signal.Signals(stopped)] for n in names})
             continue
         device = group[0].device
-        say(f"population: {', '.join(names)} train together in this process (batched learner, {device})")
-        results = train_together(group, int(stop) if stop else None, on_iteration=on_iteration)
+        why = batchable(group[0].model)
+        how = "together in this process (batched learner" if why is None else f"alone in this process ({why}"
+        say(f"population: {', '.join(names)} train {how}, {device})")
+        if why is None:
+            results = train_together(group, int(stop) if stop else None, on_iteration=on_iteration)
+        else:
+            results = [group[0].train(stop_at=int(stop) if stop else None)]
         for name, result in zip(names, results):
             codes[name] = result.exit_code
             _log(members_dir, name, result.summary())
