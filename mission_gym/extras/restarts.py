@@ -151,8 +151,8 @@ class RestartsCallback(BaseCallback):
         if self.env.reset_hook is None:
             return
         rate = self.wins / self.games if self.games else 0.0
-        if self.games >= MIN_GAMES and rate >= self.advance_at:
-            self.restarter.back += self.restarter.step
+        if self.games >= MIN_GAMES and rate >= self.advance_at:  # no further back than the longest game's start
+            self.restarter.back = min(self.restarter.back + self.restarter.step, self.restarter.states.longest)
         self.logger.record("restarts/back", self.restarter.back)
         if self.games:
             self.logger.record("restarts/win_rate", rate)
