@@ -74,6 +74,14 @@ def record_states(
     return len(rows)
 
 
+def states_path(name: str | Path) -> Path:
+    """A states file named in a configuration: the path as given, else one shipped beside the presets."""
+    from mission_gym.settings.presets import presets_dir
+
+    path = Path(name)
+    return path if path.is_absolute() or path.exists() else presets_dir() / path
+
+
 class StartStates:
     """A states file (:func:`record_states`): each state's arrays, its game and its steps to the end."""
 
@@ -171,7 +179,7 @@ def restarts_part(config: Any, venv: Any, step: int) -> RestartsCallback | None:
     core = getattr(env, "core", None)
     if core is None or not hasattr(env, "reset_hook"):
         raise ConfigError(f"restarts needs Mission Gym's batched training env (vec_env native), got {config.vec_env!r}")
-    states = StartStates(spec.states)
+    states = StartStates(states_path(spec.states))
     shapes = {name: getattr(core, name).shape[1:] for name in RESTORED}
     if any(states.arrays[name].shape[1:] != shapes[name] for name in RESTORED):
         raise ConfigError(f"restarts.states {spec.states!r} holds games of another scenario than this run's")
