@@ -44,9 +44,9 @@ def test_a_restart_puts_a_recorded_game_in_the_env_in_its_own_random_stream(stat
     states = StartStates(states_file)
     env = MissionVecEnv(4, seed=0)
     env.reset()
-    restarter = Restarter(env.core, states, share=1.0, back=20, step=10, seed=0)
+    restarter = Restarter(env.num_envs, states, share=1.0, back=20, step=10, seed=0)
     own = env.core.rng.copy()
-    restarter(np.array([1, 3]))
+    restarter(np.array([1, 3]), env.core)
     near = set(states.near(20, 10).tolist())
     for i in (1, 3):
         match = [k for k in near if np.array_equal(env.core.u[i], states.arrays["u"][k])]
@@ -83,3 +83,68 @@ def test_a_cut_whose_draws_would_restart_from_a_best_that_won_nothing_draws_with
     assert "no restarts for the draws" in proc.stdout and "m2 drawn" in proc.stdout
     drawn = (tmp_path / "runs" / "p" / "members" / "m2.yaml").read_text()
     assert "restarts: null" in drawn
+
+
+def test_record_states_tool_writes_a_states_file_or_says_in_one_line_why_not(tmp_path: Path) -> None:
+    """tools/record_states.py on a quick run: a states file a run can name, or (a barely trained fleet wins no game)
+    one line and nothing written; bad input is one line, exit 2."""
+    tool = Path(__file__).resolve().parent.parent / "tools" / "record_states.py"
+    train = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "quick", "--timesteps", "1024", "--run-name",
+             "q", "--no-progress"]  # fmt: skip
+    assert subprocess.run(train, cwd=tmp_path, capture_output=True, timeout=300).returncode == 0
+    out = tmp_path / "s.npz"
+    proc = subprocess.run([sys.executable, str(tool), "runs/q", str(out), "--games", "16"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    if proc.returncode == 0:
+        assert StartStates(out).to_end.size > 0 and "states of won games written" in proc.stdout
+    else:
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "won none of 16 games" in proc.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # nothing written, not even a temporary file
+    for bad, says in ((["runs/q", "s.txt"], "must end in .npz"), (["runs/q", "s.npz", "--games", "0"], "'0' is not"),
+                      (["runs/none", "s.npz"], "none")):  # fmt: skip
+        proc = subprocess.run([sys.executable, str(tool), *bad], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+
+
+def test_states_of_another_scenario_are_refused_in_one_line(tmp_path: Path, states_file: Path) -> None:
+    """The greedy fleet's games have four attackers; a run with three cannot start from them."""
+    three = "[{type: UGV_A, x: 20, y: 20, heading: 45}, {type: UGV_B, x: 20, y: 180, heading: -45}, " \
+            "{type: UAV_A, x: 10, y: 100, heading: 0, altitude: 1}]"  # fmt: skip
+    preset = tmp_path / "p.yaml"
+    preset.write_text(f"base: quick\ntimesteps: 2048\nenv_kwargs: {{scenario: {{attackers: {three}}}}}\n"
+                      f"restarts: {{states: {states_file}, until: 1000}}\n")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", str(preset), "--run-name", "r",
+                           "--no-progress"], cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    assert "another scenario" in proc.stderr and "restarts: null" in proc.stderr
+    assert not (tmp_path / "runs" / "r").exists()  # refused before the run directory is made
+
+
+def test_runs_with_restarts_trained_together_follow_each_run_trained_alone(tmp_path: Path, states_file: Path) -> None:
+    """The batched learner steps every member's games in one core and calls each member's restarts there, on its
+    own games: each run's checkpoint is the one it reaches alone (to within float rounding)."""
+    import torch
+    from stable_baselines3 import PPO
+
+    from mission_gym.ppo.trainer import Trainer, train_together
+    from mission_gym.settings.command import config_for_argv
+    from mission_gym.vec.members import covered
+
+    torch.set_num_threads(1)
+    restarts = f"restarts={{states: {states_file}, share: 0.5, back: 10, step: 10, advance_at: 0.01, until: 2048}}"
+    configs = [config_for_argv(["--preset", "quick", "--timesteps", "2048", "--seed", str(s), "--hyperparams", restarts])
+               for s in (0, 5)]  # fmt: skip
+    alone = []
+    for i, config in enumerate(configs):
+        result = Trainer.create(config, runs_dir=tmp_path / "alone", run_name=f"m{i}", progress=False).train(stop_at=1024)
+        alone.append(PPO.load(result.checkpoint, device="cpu").policy.state_dict())
+    trainers = [
+        Trainer.create(c, runs_dir=tmp_path / "together", run_name=f"m{i}", progress=False) for i, c in enumerate(configs)
+    ]
+    assert covered([t.model.env for t in trainers])  # stepped as one core, the restarts included
+    for expected, result in zip(alone, train_together(trainers, stop_at=1024)):
+        got = PPO.load(result.checkpoint, device="cpu").policy.state_dict()
+        assert max((expected[k] - got[k]).abs().max().item() for k in expected) < 1e-5
+        with open(result.run_dir / "progress.csv", newline="") as f:
+            rates = [r["restarts/win_rate"] for r in csv.DictReader(f) if r.get("restarts/win_rate")]
+        assert rates  # restarted games were played to their end in the batch

@@ -83,8 +83,9 @@ class MissionVecEnv(VecEnv):
         self._actions = np.zeros((n_envs, self.core.n_attackers), dtype=np.int64)
         self._seeded = np.zeros(n_envs, dtype=bool)
         self._terms = self.core.rt  # this step's reward terms (a copy when an auto-reset cleared some)
-        #: called with the envs an auto-reset just started anew (a run part may start some from saved states)
-        self.reset_hook: Callable[[np.ndarray], None] | None = None
+        #: called with the envs an auto-reset just started anew and the core holding their games (a run part may
+        #: start some from saved states)
+        self.reset_hook: Callable[[np.ndarray, Any], None] | None = None
         if seed is not None:
             self.seed(seed)
 
@@ -137,7 +138,7 @@ class MissionVecEnv(VecEnv):
                 }
             self.core.reset(done_ids)
             if self.reset_hook is not None:
-                self.reset_hook(done_ids)
+                self.reset_hook(done_ids, self.core)
         return obs.copy(), rewards.astype(np.float32), dones.copy(), infos
 
     @property

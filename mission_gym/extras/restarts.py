@@ -19,6 +19,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from mission_gym.config import ConfigError
+from mission_gym.rundir.files import atomic_open
 from mission_gym.sim.core import STATE_ARRAYS
 
 #: what a restart restores: every array of a game's state but its random stream (the env keeps its own)
@@ -70,7 +71,8 @@ def record_states(
         raise ConfigError(f"restarts: the policy won none of {games} games; it has no states to restart from")
     arrays: dict[str, Any] = {name: np.stack([state[name] for _, _, state in rows]) for name in RESTORED}
     arrays.update(game=np.array([g for g, _, _ in rows]), to_end=np.array([e for _, e, _ in rows]))
-    np.savez_compressed(out, **arrays)
+    with atomic_open(out) as f:  # a killed recording leaves no half-written states file
+        np.savez_compressed(f, **arrays)
     return len(rows)
 
 
@@ -104,20 +106,22 @@ class StartStates:
 class Restarter:
     """The training env's reset hook: start a share of the games an auto-reset starts from recorded states.
 
-    :param core: the env's ``MissionCore``
+    :param n_envs: the env's games
     :param states: the recorded states
     :param share: the share of games restarted
     :param back: the first start, in steps before a won game's end
     :param step: how far the start moves back at each advance
     """
 
-    def __init__(self, core: Any, states: StartStates, share: float, back: int, step: int, seed: int) -> None:
-        self.core, self.states, self.share, self.back, self.step = core, states, share, back, step
+    def __init__(self, n_envs: int, states: StartStates, share: float, back: int, step: int, seed: int) -> None:
+        self.states, self.share, self.back, self.step = states, share, back, step
         self.rng = np.random.default_rng(seed)
-        self.restarted = np.zeros(core.n_envs, dtype=bool)
+        self.restarted = np.zeros(n_envs, dtype=bool)
         self.ended_restarted = np.zeros(0, dtype=bool)  # for each env just reset: was its ended game a restart
 
-    def __call__(self, done_ids: np.ndarray) -> None:
+    def __call__(self, done_ids: np.ndarray, games: Any) -> None:
+        """Restart some of the games ``done_ids`` just started anew; ``games`` holds the env's state arrays (its
+        ``MissionCore``, or its slice of a batch's core)."""
         self.ended_restarted = self.restarted[done_ids].copy()
         pick = done_ids[self.rng.random(done_ids.size) < self.share]
         self.restarted[done_ids] = False
@@ -126,7 +130,7 @@ class Restarter:
             return
         chosen = self.rng.choice(near, size=pick.size)
         for name, array in self.states.arrays.items():
-            getattr(self.core, name)[pick] = array[chosen]
+            getattr(games, name)[pick] = array[chosen]
         self.restarted[pick] = True
 
 
@@ -182,7 +186,10 @@ def restarts_part(config: Any, venv: Any, step: int) -> RestartsCallback | None:
     states = StartStates(states_path(spec.states))
     shapes = {name: getattr(core, name).shape[1:] for name in RESTORED}
     if any(states.arrays[name].shape[1:] != shapes[name] for name in RESTORED):
-        raise ConfigError(f"restarts.states {spec.states!r} holds games of another scenario than this run's")
-    restarter = Restarter(core, states, spec.share, spec.back, spec.step, seed=config.seed + step)
+        raise ConfigError(
+            f"restarts.states {spec.states!r} holds games of another scenario than this run's: record this scenario's "
+            "(tools/record_states.py) or set restarts: null"
+        )
+    restarter = Restarter(env.num_envs, states, spec.share, spec.back, spec.step, seed=config.seed + step)
     env.reset_hook = restarter
     return RestartsCallback(env, restarter, spec.advance_at, spec.until)

@@ -32,7 +32,7 @@ def _chain(env: Any) -> tuple[VecNormalize | None, VecMonitor, MissionVecEnv] | 
     if type(inner) is not VecMonitor or inner.info_keywords or inner.results_writer is not None:
         return None
     base = inner.venv
-    if type(base) is not MissionVecEnv or base.reset_hook is not None:  # a hook runs in its own env's step
+    if type(base) is not MissionVecEnv:
         return None
     if norm is not None and isinstance(norm.obs_rms, dict):  # dict observations: not Mission Gym's
         return None
@@ -71,6 +71,18 @@ class SparseInfos(Sequence[dict[str, Any]]):
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return (self.ended.get(i, {}) for i in range(self.n))
+
+
+class _Games:
+    """One member's games in a group's core: each state array a view of its rows (what a reset hook writes to)."""
+
+    def __init__(self, core: MissionCore, start: int, n: int) -> None:
+        self._core, self._rows = core, slice(start, start + n)
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in STATE_ARRAYS:
+            raise AttributeError(name)
+        return getattr(self._core, name)[self._rows]
 
 
 class _SharedCore:
@@ -261,6 +273,7 @@ class MemberEnvs:
                 dones[i] = done[k * n : (k + 1) * n]
             if done_ids.size:
                 core.reset(done_ids)  # a game that ended starts anew: its observation is the new game's first
+                self._reset_hooks(core, members, done_ids)
             for k, i in enumerate(members):
                 raw_obs[i] = obs[k * n : (k + 1) * n]
         self._monitor(rewards, dones, ended)
@@ -268,6 +281,18 @@ class MemberEnvs:
         infos = [SparseInfos(n, e) for e in ended]
         self.obs[:] = out_obs
         return out_obs, out_rewards, dones, infos
+
+    def _reset_hooks(self, core: MissionCore, members: list[int], done_ids: np.ndarray) -> None:
+        """Each member's env's reset hook (restarts from saved states) on its games just started anew, as its own
+        ``MissionVecEnv`` would call it."""
+        n = self.n_envs
+        for k, i in enumerate(members):
+            hook = self.bases[i].reset_hook
+            if hook is None:
+                continue
+            mine = done_ids[(done_ids >= k * n) & (done_ids < (k + 1) * n)] - k * n
+            if mine.size:
+                hook(mine, _Games(core, k * n, n))
 
     def _monitor(self, rewards: np.ndarray, dones: np.ndarray, ended: list[dict[int, dict[str, Any]]]) -> None:
         """VecMonitor's episode returns and lengths, for every member."""
