@@ -160,6 +160,7 @@ def assign_by_games(teachers: list[Teacher], heads: tuple[int, int], env_kwargs:
     from mission_gym.evaluation import EVAL_SEED_BASE, evaluate_mission, held_out_seeds
 
     seeds = held_out_seeds(ASSIGN_GAMES, EVAL_SEED_BASE)
+    rates: dict[str, list[str]] = {}
     best: dict[str, tuple[float, int]] = {}
     for k, teacher in enumerate(teachers):
 
@@ -168,8 +169,11 @@ def assign_by_games(teachers: list[Teacher], heads: tuple[int, int], env_kwargs:
 
         result = evaluate_mission(predict, ASSIGN_GAMES, seeds, env_kwargs=env_kwargs)
         for key, row in result.by_defender_modes.items():
+            rates.setdefault(key, []).append(f"{row['wins']}/{row['episodes']}")
             if key not in best or row["win_rate"] > best[key][0]:
                 best[key] = (row["win_rate"], k)
+    for key in sorted(best):  # what the choice rests on, in the run's log
+        print(f"distill: {key} games go to teacher {best[key][1]} (games won by teacher 0, 1, ...: {', '.join(rates[key])})")
     return {key: k for key, (_, k) in best.items()}
 
 
