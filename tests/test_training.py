@@ -457,6 +457,7 @@ def test_population_variants_are_typed_and_merge_into_the_run():
         apply_overrides(cpu, {"population.variants[2]": {"gama": 0.9}})
     # another env drops the Mission Gym settings of the run and of every variant alike
     hopper = apply_overrides(cpu, {"env": "Hopper-v5"})
+    assert cpu.restarts is not None and hopper.restarts is None  # the game's recorded states mean nothing there
     assert hopper.curriculum == [] and hopper.env_kwargs == {}
     assert all(not v.curriculum and not v.env_kwargs for v in hopper.population.variants)
 

@@ -182,7 +182,10 @@ def restarts_part(config: Any, venv: Any, step: int) -> RestartsCallback | None:
     env = getattr(venv, "unwrapped", venv)
     core = getattr(env, "core", None)
     if core is None or not hasattr(env, "reset_hook"):
-        raise ConfigError(f"restarts needs Mission Gym's batched training env (vec_env native), got {config.vec_env!r}")
+        raise ConfigError(
+            f"restarts needs Mission Gym's batched training env (vec_env native), got {config.vec_env!r}: use "
+            "--vec-env native or set restarts: null"
+        )
     states = StartStates(states_path(spec.states))
     shapes = {name: getattr(core, name).shape[1:] for name in RESTORED}
     if any(states.arrays[name].shape[1:] != shapes[name] for name in RESTORED):

@@ -76,11 +76,14 @@ def path_text(path: Sequence[str | int]) -> str:
 
 def for_env(data: dict[str, Any], previous_env: str, given: Sequence[str] = ()) -> None:
     """Drop, in place, what a configuration holds for Mission Gym's game when it now trains another env: the
-    curriculum and env arguments of the run and of every variant (unless ``given`` names them)."""
+    curriculum, the restarts from recorded games and the env arguments of the run and of every variant (unless
+    ``given`` names them)."""
     if data.get("env", ENV_ID) == previous_env:
         return
     if "curriculum" not in given and data.get("env") != ENV_ID:
         data["curriculum"] = []
+    if "restarts" not in given and data.get("env") != ENV_ID:
+        data["restarts"] = None
     if "env_kwargs" not in given:
         data["env_kwargs"] = {}
     for variant in (data.get("population") or {}).get("variants") or []:
