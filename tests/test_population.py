@@ -278,8 +278,9 @@ def test_population_interrupt_then_resume(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
-    for m in members:
-        assert json.loads((m / "metadata.json").read_text())["status"] == "interrupted"
+    for m in members:  # on a loaded machine a member may reach the cut (and pause there) before the signal
+        status = json.loads((m / "metadata.json").read_text())["status"]
+        assert status == "interrupted" or (status == "paused" and m.latest_checkpoint()[0] >= 6000), status
     run = tmp_path / "runs" / "p"
     assert json.loads((run / "metadata.json").read_text())["status"] == "interrupted"
     assert json.loads((run / "population.json").read_text())["cuts"] == []
