@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from together_fixtures import alone_then_together
 
 from mission_gym.ppo.batched.learner import BatchedLearner, Member
 from mission_gym.ppo.batched.maths import BatchedAdam, batchable, clip_grad_norms
@@ -172,23 +173,10 @@ def test_what_the_batch_does_not_cover_is_named() -> None:
 def test_runs_trained_together_follow_each_run_trained_alone(tmp_path) -> None:
     """``train_together`` (a population's members in one process) gives each run the checkpoint its own
     ``Trainer.train`` gives it, to within float rounding, and each run its own files."""
-    from stable_baselines3 import PPO
-
-    from mission_gym.ppo.trainer import Trainer, train_together
     from mission_gym.settings.command import config_for_argv
 
-    torch.set_num_threads(1)
     configs = [config_for_argv(["--preset", "quick", "--timesteps", "1024", "--seed", str(s)]) for s in (0, 5)]
-    alone = []
-    for i, config in enumerate(configs):
-        result = Trainer.create(config, runs_dir=tmp_path / "alone", run_name=f"m{i}", progress=False).train(stop_at=512)
-        alone.append(PPO.load(result.checkpoint, device="cpu").policy.state_dict())
-    trainers = [
-        Trainer.create(c, runs_dir=tmp_path / "together", run_name=f"m{i}", progress=False) for i, c in enumerate(configs)
-    ]
-    results = train_together(trainers, stop_at=512)
-    for expected, result in zip(alone, results):
+    for diff, result in alone_then_together(configs, tmp_path, stop_at=512):
         assert result.status == "paused" and result.timesteps == 516
-        got = PPO.load(result.checkpoint, device="cpu").policy.state_dict()
-        assert max((expected[k] - got[k]).abs().max().item() for k in expected) < TOLERANCE
+        assert diff < TOLERANCE
         assert (result.run_dir / "progress.csv").is_file() and (result.run_dir / ".lock").read_text() == ""  # released

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from together_fixtures import alone_then_together
 
 from mission_gym.baselines import GreedyPolicy
 from mission_gym.config import ConfigError
@@ -123,28 +124,18 @@ def test_states_of_another_scenario_are_refused_in_one_line(tmp_path: Path, stat
 def test_runs_with_restarts_trained_together_follow_each_run_trained_alone(tmp_path: Path, states_file: Path) -> None:
     """The batched learner steps every member's games in one core and calls each member's restarts there, on its
     own games: each run's checkpoint is the one it reaches alone (to within float rounding)."""
-    import torch
-    from stable_baselines3 import PPO
-
-    from mission_gym.ppo.trainer import Trainer, train_together
     from mission_gym.settings.command import config_for_argv
     from mission_gym.vec.members import covered
 
-    torch.set_num_threads(1)
     restarts = f"restarts={{states: {states_file}, share: 0.5, back: 10, step: 10, advance_at: 0.01, until: 2048}}"
     configs = [config_for_argv(["--preset", "quick", "--timesteps", "2048", "--seed", str(s), "--hyperparams", restarts])
                for s in (0, 5)]  # fmt: skip
-    alone = []
-    for i, config in enumerate(configs):
-        result = Trainer.create(config, runs_dir=tmp_path / "alone", run_name=f"m{i}", progress=False).train(stop_at=1024)
-        alone.append(PPO.load(result.checkpoint, device="cpu").policy.state_dict())
-    trainers = [
-        Trainer.create(c, runs_dir=tmp_path / "together", run_name=f"m{i}", progress=False) for i, c in enumerate(configs)
-    ]
-    assert covered([t.model.env for t in trainers])  # stepped as one core, the restarts included
-    for expected, result in zip(alone, train_together(trainers, stop_at=1024)):
-        got = PPO.load(result.checkpoint, device="cpu").policy.state_dict()
-        assert max((expected[k] - got[k]).abs().max().item() for k in expected) < 1e-5
+
+    def stepped_as_one(trainers: list) -> None:
+        assert covered([t.model.env for t in trainers])  # one core for both, the restarts included
+
+    for diff, result in alone_then_together(configs, tmp_path, stop_at=1024, before=stepped_as_one):
+        assert diff < 1e-5
         with open(result.run_dir / "progress.csv", newline="") as f:
             rates = [r["restarts/win_rate"] for r in csv.DictReader(f) if r.get("restarts/win_rate")]
         assert rates  # restarted games were played to their end in the batch
