@@ -1,28 +1,35 @@
 #!/usr/bin/env bash
-# The GPU measurements of issue 40 in one call, for a machine with one CUDA GPU and 16 cores:
-#   1. a smoke test of the batched learner on CUDA (a 2-member population of `quick`, its graphs captured);
-#   2. `bench --mode population` of the `beast` recipe, 1 to 32 members in one batched learner (BENCH_LEARNERS adds
-#      `processes` for the members side by side through MPS, as before), steps/s in all and per member, GPU memory;
-#   3. `train_ppo --preset beast --seed SEED` from scratch for at most RUN_SECONDS (default 290), then Ctrl-C, so
-#      `train_ppo --resume` can finish it elsewhere if it has not finished.
-# What comes back in $OUT:
-#   machine.txt   CPU, memory, GPU, library versions, and "mark" lines saying when each step began;
-#   smoke.log     the smoke test's output;  population.csv / bench.log  the bench's rows and table;
-#   run.log       the run's output, each line prefixed with the seconds since it started;
-#   smi.csv       nvidia-smi every 0.5 s: timestamp, GPU utilisation %, memory used and total (MiB);
-#   run.tgz       the run directory without TensorBoard events and frames (the survivors' models and checkpoints,
-#                 every member's log, progress.csv and scores).
+# A GPU preset's whole run in one device call (issue 47), for a machine with one CUDA GPU and 16 cores:
+#   1. `bench --mode population` of the preset at BENCH_MEMBERS (default: 2 and the preset's population size, its
+#      last and first stage), each beside its games alone on the same cores (the ceiling);
+#   2. `train_ppo --preset PRESET --seed SEED` from scratch (or `--resume` of the run carried in .gpu_resume/, see
+#      below) until it ends or RUN_SECONDS pass (then Ctrl-C: every member keeps a checkpoint), with py-spy sampling
+#      the trainer's process for PROFILE_S seconds twice (the first stage from 40 s, the last stage once it starts);
+#   3. `evaluate RUN --episodes 1000` on the held-out seeds when the run finished (by the defenders' modes).
+# What comes back in $OUT (8 files at most):
+#   machine.txt  CPU, memory, GPU, library versions, and "mark" lines saying when each step began;
+#   bench.txt    the bench's table and its CSV rows;
+#   run.log      the run's output, each line prefixed with the seconds since it started;
+#   smi.csv      nvidia-smi every 0.5 s: timestamp, GPU utilisation %, memory used and total (MiB);
+#   profile.tgz  py-spy's raw samples (collapsed stacks, wall-clock with --idle) of the two stages;
+#   eval.txt / eval.json   the held-out evaluation;
+#   run.tgz      the run directory without TensorBoard events and frames (the survivors' models and checkpoints,
+#                every member's log, progress.csv and scores): unpack it into .gpu_resume/ to resume it next call.
 # With .whl/ (wheels of packages the machine lacks, see the device README) they are installed to /tmp/site first.
 set -u
 OUT=${OUT:-/tmp/gpu_check}
-RUN_SECONDS=${RUN_SECONDS:-290}
+PRESET=${PRESET:-heavy}
+RUN_SECONDS=${RUN_SECONDS:-420}
 SEED=${SEED:-0}
 RUNS=${RUNS:-/tmp/gpu_runs}
-BENCH_LEARNERS=${BENCH_LEARNERS:-batched}
 DEVICE=${DEVICE:-cuda}
+PROFILE_S=${PROFILE_S:-25}
+RUN_ARGS=${RUN_ARGS:-}
+NAME=$(basename "${PRESET%.yaml}")_s$SEED
 # shellcheck source=tools/device_env.sh
 . "$(dirname "$0")/device_env.sh"
 mark() { echo "mark $(date +%s.%N) $*" >>"$OUT/machine.txt"; echo "== [$(($(date +%s) - T0)) s] $*"; }
+PYSPY=$(command -v py-spy || ls /tmp/site/bin/py-spy 2>/dev/null || true)
 
 if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used,memory.total --format=csv,noheader,nounits -lms 500 \
@@ -34,31 +41,63 @@ fi
     lscpu | grep -E "Model name|^CPU\(s\)"; free -g | head -2; nvidia-smi -L 2>/dev/null
     python3 -c "import torch, numba, numpy, stable_baselines3 as s; print('torch', torch.__version__, 'numba', numba.__version__,
 'numpy', numpy.__version__, 'sb3', s.__version__, 'cuda', torch.cuda.is_available())"
+    echo "preset $PRESET seed $SEED run_seconds $RUN_SECONDS py-spy ${PYSPY:-none}"
 } 2>&1 | tee "$OUT/machine.txt"
 
-mark smoke
-timeout "${SMOKE_S:-60}" python3 -m mission_gym.scripts.train_ppo --preset quick --timesteps 4096 --device "$DEVICE" --runs-dir /tmp/smoke \
-    --run-name s --no-progress --hyperparams "population={size: 2, cuts: [{at: 2048, keep: 1}], episodes: 4, learner: batched}" \
-    >"$OUT/smoke.log" 2>&1
-echo "smoke rc $?"; tail -n 4 "$OUT/smoke.log"
+if [ "${BENCH_MEMBERS-x}" != "" ]; then
+    size=$(python3 -c "from mission_gym.settings.presets import load_preset; print(load_preset('$PRESET').population.size)")
+    mark bench
+    # shellcheck disable=SC2086
+    timeout "${BENCH_S:-150}" python3 -m mission_gym.scripts.bench --mode population --preset "$PRESET" --device "$DEVICE" \
+        --rollouts 3 --members ${BENCH_MEMBERS:-2 $size} --learners batched --csv /tmp/population.csv >"$OUT/bench.txt" 2>&1
+    echo "bench rc $?"; cat /tmp/population.csv >>"$OUT/bench.txt" 2>/dev/null; tail -n 8 "$OUT/bench.txt"
+fi
 
-mark bench
-# shellcheck disable=SC2086
-timeout "${BENCH_S:-120}" python3 -m mission_gym.scripts.bench --mode population --preset beast --device "$DEVICE" --rollouts 3 \
-    --members ${BENCH_MEMBERS:-1 2 4 8 16 32} --learners $BENCH_LEARNERS --csv "$OUT/population.csv" 2>&1 | tee "$OUT/bench.log" | tail -n 16
+profile() {  # profile NAME: py-spy on the trainer for PROFILE_S seconds (wall clock: --idle), without pausing it
+    [ -n "$PYSPY" ] || return 0
+    local pid p
+    for p in $(pgrep -f "mission_gym.scripts.train_ppo"); do  # the trainer itself, not `timeout` around it
+        case $(cat "/proc/$p/comm" 2>/dev/null) in python*) pid=$p; break ;; esac
+    done
+    [ -n "$pid" ] && timeout $((PROFILE_S + 20)) "$PYSPY" record --pid "$pid" --duration "$PROFILE_S" --rate 100 --idle \
+        --nonblocking --format raw -o "/tmp/prof_$1.txt" >/dev/null 2>&1
+}
 
 mark run-start
-rm -rf "$RUNS/beast_s$SEED"
+if [ -d .gpu_resume/"$NAME" ] && [ ! -d "$RUNS/$NAME" ]; then mkdir -p "$RUNS" && cp -r .gpu_resume/"$NAME" "$RUNS/"; fi
+if [ -f "$RUNS/$NAME/config.yaml" ]; then
+    cmd=(python3 -m mission_gym.scripts.train_ppo --resume "$NAME" --runs-dir "$RUNS" --no-progress)
+else
+    # shellcheck disable=SC2206
+    cmd=(python3 -m mission_gym.scripts.train_ppo --preset "$PRESET" --seed "$SEED" --runs-dir "$RUNS" --run-name "$NAME"
+         --no-progress $RUN_ARGS)
+fi
+echo "${cmd[*]}" >>"$OUT/machine.txt"
 START=${EPOCHREALTIME/./}
-timeout -s INT -k 45 "$RUN_SECONDS" python3 -m mission_gym.scripts.train_ppo --preset beast --seed "$SEED" \
-    --runs-dir "$RUNS" --run-name "beast_s$SEED" --no-progress 2>&1 \
+(sleep 40; profile first) &
+FIRST=$!
+(tail -F -n +1 "$OUT/run.log" 2>/dev/null | grep -q -m 1 "train to the end" && sleep 10 && profile last) &
+LAST=$!
+timeout -s INT -k 45 "$RUN_SECONDS" "${cmd[@]}" 2>&1 \
     | while IFS= read -r line; do now=${EPOCHREALTIME/./}; printf '%6d %s\n' $(((now - START) / 1000000)) "$line"; done \
     >"$OUT/run.log"
-echo "run rc ${PIPESTATUS[0]} after $(((${EPOCHREALTIME/./} - START) / 1000000)) s"
+rc=${PIPESTATUS[0]}
+echo "run rc $rc after $(((${EPOCHREALTIME/./} - START) / 1000000)) s" | tee -a "$OUT/machine.txt"
 mark run-end
-tail -n 25 "$OUT/run.log"
+tail -n 12 "$OUT/run.log"
+for job in $FIRST $LAST; do pkill -P "$job" 2>/dev/null; kill "$job" 2>/dev/null; done
+tar czf "$OUT/profile.tgz" -C /tmp $(cd /tmp && ls prof_*.txt 2>/dev/null) 2>/dev/null || rm -f "$OUT/profile.tgz"
+
+if [ "$rc" = 0 ]; then
+    mark eval
+    python3 -m mission_gym.scripts.evaluate "$NAME" --runs-dir "$RUNS" --episodes "${EVAL_EPISODES:-1000}" \
+        --json "$OUT/eval.json" >"$OUT/eval.txt" 2>&1
+    echo "eval rc $?"; cat "$OUT/eval.txt"
+    mark eval-end
+fi
+
 # the checkpoints of members cut before the stop are not needed to resume or to judge the run; leave them out
-python3 - "$RUNS" "beast_s$SEED" <<'EOF' >/tmp/exclude.txt
+python3 - "$RUNS" "$NAME" <<'EOF' >/tmp/exclude.txt
 import json, pathlib, sys
 run = pathlib.Path(sys.argv[1]) / sys.argv[2]
 state = json.loads((run / "population.json").read_text()) if (run / "population.json").exists() else {}
@@ -69,9 +108,9 @@ for d in sorted((run / "members").glob("m*")):
                      for s in (".zip", ".safetensors", ".agent.json")), "best_vecnormalize.pkl", "final_vecnormalize.pkl"):
             print(f"{sys.argv[2]}/members/{d.name}/{name}")
 EOF
-tar czf "$OUT/run.tgz" --exclude-from=/tmp/exclude.txt --exclude=frames --exclude=tb -C "$RUNS" "beast_s$SEED" 2>/dev/null
+tar czf "$OUT/run.tgz" --exclude-from=/tmp/exclude.txt --exclude=frames --exclude=tb -C "$RUNS" "$NAME" 2>/dev/null
 if [ "$(stat -c %s "$OUT/run.tgz")" -gt 15000000 ]; then  # too big to come back: the models and logs, no checkpoints
     tar czf "$OUT/run.tgz" --exclude-from=/tmp/exclude.txt --exclude=checkpoints --exclude=frames --exclude=tb \
-        -C "$RUNS" "beast_s$SEED" 2>/dev/null
+        -C "$RUNS" "$NAME" 2>/dev/null
 fi
 ls -la "$OUT"

@@ -129,15 +129,51 @@ def batched_one(preset: str, members: int, rollouts: int, device: str) -> dict[s
     }
 
 
+def game_alone(preset: str, members: int, cores: int, seconds: float = 3.0) -> float:
+    """The ceiling of a population of ``members`` members of ``preset`` on ``cores`` cores: its games alone (the
+    preset's game, ``members × n_envs`` of them in one core stepped on every core with random actions, each ended
+    game reset as the batched learner resets them), in game steps per second after a warm-up."""
+    import time
+
+    import numpy as np
+
+    from mission_gym.envs.mission_env import make_config
+    from mission_gym.settings.presets import load_preset
+    from mission_gym.sim import MissionCore
+
+    config = load_preset(preset)
+    core = MissionCore(make_config(overrides=dict(config.env_kwargs)), n_envs=members * config.n_envs, threads=cores)
+    core.reset()
+    rng = np.random.default_rng(0)
+    actions = [rng.integers(0, 11, size=(core.n_envs, core.n_attackers)) for _ in range(16)]
+
+    def step(k: int) -> None:
+        _, _, terminated, truncated = core.step(actions[k % len(actions)])
+        done = np.flatnonzero(terminated | truncated)
+        if done.size:
+            core.reset(done)
+
+    for k in range(5):
+        step(k)
+    rounds, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step(rounds)
+        rounds += 1
+    return rounds * core.n_envs / (time.perf_counter() - start)
+
+
 def run_population(
     preset: str, sizes: list[int], learners: list[str], rollouts: int, device: str, mps: bool = True
 ) -> list[dict[str, Any]]:
     """Each population size with each learner: ``processes`` as a population runs them (as many at once as the cores
     hold, one learner thread each: :func:`run_placements`; per member, the rate each has while all share the
-    machine), ``batched`` in one fresh process (:func:`batched_one`)."""
+    machine), ``batched`` in one fresh process (:func:`batched_one`); beside each, its games alone on the same cores
+    (:func:`game_alone`), the ceiling a population's steps/s in all is measured against."""
     cores = available_cores()
     rows: list[dict[str, Any]] = []
     for n in sizes:
+        ceiling = game_alone(preset, n, cores)
+        print(f"  {n:>3} members' games alone: {ceiling:>10,.0f} steps/s on {cores} cores", file=sys.stderr, flush=True)
         for learner in learners:
             if learner == "processes":
                 at_once = min(n, cores)
@@ -151,6 +187,8 @@ def run_population(
                 if proc.returncode != 0:
                     raise RuntimeError((proc.stderr.strip().splitlines() or ["no output"])[-1])
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
+            row["game_alone_steps_per_s"] = ceiling
+            row["share_of_game_alone"] = row["total_steps_per_s"] / ceiling
             rows.append({"preset": preset, "device": device, "cores": cores, **row})
             print(
                 f"  {n:>3} members, {learner:>9}: {row['total_steps_per_s']:>10,.0f} steps/s in all "
@@ -181,12 +219,15 @@ def population_mode(args: argparse.Namespace) -> int:
         device = "cuda" if detect_hardware().gpu_mem_gb else "cpu"
     rows = run_population(preset, sizes, list(dict.fromkeys(args.learners)), args.rollouts, device, mps=not args.no_mps)
     table = Table(title=f"{preset}: a population on {device} with {cores} cores ({args.rollouts} rollouts after a warm-up)")
-    for col in ("members", "learner", "steps/s in all", "steps/s per member", "rollout share", "peak RSS MB", "GPU MB"):
+    cols = ("members", "learner", "steps/s in all", "game alone", "of game alone", "steps/s per member", "rollout share",
+            "peak RSS MB", "GPU MB")  # fmt: skip
+    for col in cols:
         table.add_column(col, justify="right")
     for r in rows:
         share = r.get("rollout_share")
         table.add_row(
-            str(r["members"]), r["learner"], f"{r['total_steps_per_s']:,.0f}", f"{r['member_steps_per_s']:,.0f}",
+            str(r["members"]), r["learner"], f"{r['total_steps_per_s']:,.0f}", f"{r['game_alone_steps_per_s']:,.0f}",
+            f"{100 * r['share_of_game_alone']:.0f}%", f"{r['member_steps_per_s']:,.0f}",
             "" if share is None else f"{100 * share:.0f}%", f"{r.get('peak_rss_mb', 0):,.0f}" if r.get("peak_rss_mb") else "",
             f"{r.get('gpu_nvml_peak_mb', 0):,.0f}" if r.get("gpu_nvml_peak_mb") else "",
         )  # fmt: skip
