@@ -13,7 +13,8 @@ from stable_baselines3.common.callbacks import BaseCallback, CallbackList
 from together_fixtures import alone_then_together
 
 from mission_gym.ppo.batched.learner import BatchedLearner, Member
-from mission_gym.ppo.batched.maths import BatchedAdam, batchable, clip_grad_norms
+from mission_gym.ppo.batched.stack import batchable
+from mission_gym.ppo.batched.update import BatchedAdam, clip_grad_norms
 from mission_gym.ppo.build import member_streams
 from mission_gym.ppo.lean import LeanPPO
 from mission_gym.vec.factory import make_vec_env

@@ -1,5 +1,6 @@
-"""Distillation towards per-game teachers (mission_gym/ppo/distill.py): the KL term, the teacher each game gets, and a
-student that moves towards its teacher."""
+"""Distillation towards per-game teachers (mission_gym/ppo/distill.py): the KL term, the teacher each game gets from
+the situation its env reports, a student that moves towards its teacher, and a student trained in the batched learner
+as it trains alone."""
 
 from __future__ import annotations
 
@@ -15,11 +16,18 @@ import numpy as np
 import pytest
 import torch
 from stable_baselines3.common.logger import KVWriter, Logger
+from together_fixtures import alone_then_together
 
+from mission_gym import ENV_ID
+from mission_gym.agents.loading import Agent
 from mission_gym.config.yaml_io import read_yaml
-from mission_gym.ppo.distill import Teacher, Teachers, all_situations, kl_to_teacher, linear_coef, situation
+from mission_gym.envs import MissionVecEnv
+from mission_gym.ppo.distill import Distillation, DistillTargets, Teachers, all_situations, linear_coef, situation
 from mission_gym.ppo.lean import LeanPPO
+from mission_gym.ppo.maths import ActionHeads, kl_to_teacher
 from mission_gym.rundir.directory import RunDir
+from mission_gym.sim import layout as L
+from mission_gym.sim.core import situation_codes
 from mission_gym.vec.factory import make_vec_env
 
 
@@ -48,16 +56,18 @@ def test_each_game_gets_the_teacher_of_its_defenders_modes() -> None:
     )
     assert situation(["patrol", "guard_objective"]) == "guard_objective+patrol"
     teachers = Teachers(
-        [], {"patrol+patrol": 0, "guard_objective+guard_objective": 1}, fallback=2, n_defenders=2, heads=(4, 11)
+        [], {"patrol+patrol": 0, "guard_objective+guard_objective": 1}, fallback=2, n_defenders=2, heads=ActionHeads(4, 11)
     )
-
-    class Core:  # modes (patrol 0, guard 1, intercept 2) of four games' two defenders
-        dm = np.zeros((4, 2, 8))
-
-    from mission_gym.sim import layout as L
-
-    Core.dm[:, :, L.D_MODE] = [[0, 0], [1, 1], [0, 1], [1, 0]]
-    assert teachers.of_games(Core).tolist() == [0, 1, 2, 2]
+    modes = np.array([[0, 0], [1, 1], [0, 1], [1, 0]])  # (patrol 0, guard 1, intercept 2) of four games' two defenders
+    assert teachers.of_situations(situation_codes(modes)).tolist() == [0, 1, 2, 2]
+    env = MissionVecEnv(16, seed=0)  # what the env reports is its games' modes, whatever the defenders' order
+    env.reset()
+    names = [situation(env.core.defender_modes(i)) for i in range(16)]
+    codes = {
+        situation([L.MODES[m] for m in c]): situation_codes(np.array([c]))[0]
+        for c in [(a, b) for a in range(3) for b in range(3)]
+    }
+    assert env.situations().tolist() == [codes[n] for n in names]
 
 
 def test_linear_coef_falls_to_zero() -> None:
@@ -80,10 +90,12 @@ def test_a_student_moves_towards_its_teacher() -> None:
     with torch.no_grad():  # a teacher with decided preferences, the same in every state
         teacher_model.policy.action_net.weight.zero_()
         teacher_model.policy.action_net.bias.copy_(torch.randn(44, generator=torch.Generator().manual_seed(0)) * 3)
-    teacher = Teacher(teacher_model.policy, None, None)
+    teacher = Agent(teacher_model.policy, None, ENV_ID, {}, Path("teacher"))
     student = model(2)
-    student.teachers = Teachers([teacher], {}, fallback=0, n_defenders=2, heads=(4, 11))
-    student.distill_coef = linear_coef(5.0, 0, 10**9)
+    term = Distillation(
+        Teachers([teacher], {}, fallback=0, n_defenders=2, heads=ActionHeads(4, 11)), linear_coef(5.0, 0, 10**9)
+    )
+    student.distillation = term
     kls: list[float] = []
 
     class Capture(KVWriter):
@@ -92,7 +104,7 @@ def test_a_student_moves_towards_its_teacher() -> None:
                 kls.append(key_values["train/distill_kl"])
 
     student.set_logger(Logger(None, [Capture()]))
-    student.learn(6 * 8 * 32)
+    student.learn(6 * 8 * 32, callback=DistillTargets(term))
     assert len(kls) == 5 and kls[-1] < 0.5 * kls[0]
 
 
@@ -108,7 +120,32 @@ def _columns(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.parametrize("learner", ["processes", "batched"])  # batched: the students train alone in its process
+def test_a_student_in_the_batched_learner_follows_the_student_trained_alone(tmp_path) -> None:
+    """A distillation's student trains in the batched learner (its teachers' KL in the batched update) as it trains
+    alone, to float rounding, beside a member that is no student."""
+    made = _cli(["--preset", "quick", "--seed", "7", "--timesteps", "1024", "--run-name", "t", "--no-progress"], tmp_path)
+    assert made.returncode == 0, made.stderr
+    from mission_gym.settings.command import config_for_argv
+
+    teacher = str(tmp_path / "runs" / "t" / "final_model.zip")
+    student = config_for_argv(["--preset", "quick", "--timesteps", "1024", "--seed", "0", "--hyperparams",
+                               f"distill={{teachers: [{{model: {teacher}}}], kl_coef: 2.0, until: 1024}}"])  # fmt: skip
+    plain = config_for_argv(["--preset", "quick", "--timesteps", "1024", "--seed", "5"])
+    from mission_gym.ppo.batched.stack import batchable
+
+    covered = []
+    results = alone_then_together(
+        [student, plain], tmp_path, stop_at=768, before=lambda ts: covered.extend(batchable(t.model) for t in ts)
+    )
+    assert covered == [None, None]  # both in the batch, the student too
+    for diff, _ in results:
+        assert diff < 1e-5
+    rows = _columns(tmp_path / "together" / "m0" / "progress.csv")
+    kls = [float(r["train/distill_kl"]) for r in rows if r.get("train/distill_kl")]
+    assert kls and all(k > 0 for k in kls)  # the student did learn from its teacher in the batch
+
+
+@pytest.mark.parametrize("learner", ["processes", "batched"])
 def test_a_population_cut_makes_students_of_each_situations_best(tmp_path, learner):
     pop = (f"population={{size: 3, cuts: [{{at: 512, keep: 1, clones: 1, distill: {{steps: 512, min_games: 1}}}}], "
            f"episodes: 8, learner: {learner}}}")  # fmt: skip

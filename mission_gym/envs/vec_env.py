@@ -157,6 +157,16 @@ class MissionVecEnv(VecEnv):
     def _targets(self, indices: VecEnvIndices) -> list[_EnvView]:
         return [self._views[i] for i in self._get_indices(indices)]
 
+    @property
+    def n_defenders(self) -> int:
+        """Defenders per game (the digits of a situation's code)."""
+        return int(self.core.n_defenders)
+
+    def situations(self) -> np.ndarray:
+        """Each game's situation this episode (its defenders' modes) as one integer
+        (:func:`~mission_gym.sim.core.situation_codes`): what a distillation picks each game's teacher by."""
+        return self.core.situation_codes()
+
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         if not hasattr(self, "_views"):  # VecEnv.__init__ asks for render_mode before the views exist
             return [getattr(self, attr_name)] * self.num_envs

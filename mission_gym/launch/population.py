@@ -35,7 +35,6 @@ from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
 from mission_gym.hardware import core_ids
-from mission_gym.launch.batch import resolve_learner, train_members_together
 from mission_gym.launch.distill_stage import choose_teachers, describe, make_students, student_config
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import LocalLauncher
@@ -44,6 +43,7 @@ from mission_gym.launch.progress import PopulationProgress
 from mission_gym.launch.report import JobRecord
 from mission_gym.launch.restart_stage import restart_block
 from mission_gym.launch.scoring import describe_score, saved_timesteps, score_models, scoring_workers
+from mission_gym.launch.together import MemberTask, resolve_learner, train_members_together
 from mission_gym.ppo.trainer import EXIT_SIGNAL, Trainer
 from mission_gym.rundir.directory import (
     RunDir,
@@ -246,6 +246,7 @@ class PopulationRun:
         return result
 
     def _train(self) -> PopulationResult:
+        """Every stage not yet recorded, in order (train, score, redraw, cut, clone, record), then the winner adopted."""
         done_cuts = self.state.setdefault("cuts", [])
         active = [m["name"] for m in self.state["members"]]
         for i, (step, keep) in enumerate(stages(self.config)):
@@ -260,51 +261,73 @@ class PopulationRun:
             what = "the end" if final else f"step {step:,} ({100 * step / self.config.timesteps:.0f}%)"
             print(f"population: {', '.join(active)} train to {what}", flush=True)
             scores, failed, stopped = self._train_and_score(active, step, final)
+            if stopped is None and cut is not None and cut.redraw_below is not None and not drawn:
+                scores, failed, drawn, stopped = self._redraw(cut, step, scores, failed)
             if stopped is not None:
                 return stopped
-            wins = [s["record"]["win_rate"] for s in scores if s["record"].get("win_rate") is not None]
-            if cut is not None and cut.redraw_below is not None and not drawn and wins:  # envs without wins: none
-                best_win = max(wins)
-                if best_win < cut.redraw_below:
-                    restarts = None
-                    if cut.redraw_restarts is not None:
-                        restarts = restart_block(self.run.path, self.members_dir, scores, step, cut.redraw_restarts)
-                    drawn = self._draw(cut.redraws, step, restarts)
-                    print(
-                        f"population: the best member wins {100 * best_win:.1f}% < {100 * cut.redraw_below:.0f}% at "
-                        f"step {step:,}: {', '.join(drawn)} drawn (new seeds) train to it",
-                        flush=True,
-                    )
-                    more, more_failed, stopped = self._train_and_score(drawn, step, final)
-                    if stopped is not None:
-                        return stopped
-                    scores, failed = scores + more, failed + more_failed
             if not scores:
                 return PopulationResult(self.run.path, "crashed", 1, 0.0, message="every member failed; see members/*.log")
-            ranked = sorted(scores, key=lambda s: EvalRecord(**s["record"]).score(), reverse=True)
-            kept = list(dict.fromkeys(s["member"] for s in ranked))[:keep]
-            for s in ranked:
-                mark = "*" if (s is ranked[0] if final else s["member"] in kept) else " "
-                print(f"  {mark} {s['member']:>4} {s['model']:<28} {describe_score(EvalRecord(**s['record']))}")
-            n_clones = 0 if final else self.config.population.cuts[i].clones
-            clones = self._clone(kept[0], step, n_clones)
-            if clones:
-                print(f"population: {kept[0]} also carries on as {', '.join(clones)} (new seeds)", flush=True)
-            record = {"step": step, "scores": scores, "kept": kept + clones, "failed": failed, "best": ranked[0]}
-            if drawn:
-                record["drawn"] = drawn
-            if cut is not None and cut.distill is not None:
-                record["teachers"] = self._distill(cut, [*done_cuts, record], kept + clones)
-            done_cuts.append({**record, "clones": clones} if clones else record)
+            record = self._cut(i, step, keep, scores, failed, drawn, [*done_cuts])
+            done_cuts.append(record)
             write_json(self.run / STATE, self.state)  # with the clones' entries in "members"
             self._cut_recorded(done_cuts[-1])
-            active = kept + clones
+            active = record["kept"]
         best = done_cuts[-1]["best"]
         adopt_winner(self.run, self.members_dir, best, self.config.timesteps)
         rec = EvalRecord(**best["record"])
         return PopulationResult(
             self.run.path, "finished", 0, 0.0, winner=best["member"], winner_model=best["model"], record=rec
         )
+
+    def _redraw(
+        self, cut: Any, step: int, scores: list[dict[str, Any]], failed: list[str]
+    ) -> tuple[list[dict[str, Any]], list[str], list[str], PopulationResult | None]:
+        """A cut whose best member wins less than ``redraw_below`` draws ``redraws`` new members (their games
+        started from the best's won games with ``redraw_restarts``), trains them to it and scores them with the
+        others: ``(scores, failed, drawn, the session's result if a signal stopped it)``."""
+        wins = [s["record"]["win_rate"] for s in scores if s["record"].get("win_rate") is not None]
+        if not wins or max(wins) >= cut.redraw_below:  # envs without wins: none
+            return scores, failed, [], None
+        restarts = None
+        if cut.redraw_restarts is not None:
+            restarts = restart_block(self.run.path, self.members_dir, scores, step, cut.redraw_restarts)
+        drawn = self._draw(cut.redraws, step, restarts)
+        print(
+            f"population: the best member wins {100 * max(wins):.1f}% < {100 * cut.redraw_below:.0f}% at "
+            f"step {step:,}: {', '.join(drawn)} drawn (new seeds) train to it",
+            flush=True,
+        )
+        more, more_failed, stopped = self._train_and_score(drawn, step, False)
+        return scores + more, failed + more_failed, drawn, stopped
+
+    def _cut(
+        self,
+        i: int,
+        step: int,
+        keep: int,
+        scores: list[dict[str, Any]],
+        failed: list[str],
+        drawn: list[str],
+        earlier: list[dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Stage ``i``'s cut: the members ranked by score (printed), the best ``keep`` kept, the best's clones made
+        and a distillation's teachers chosen; its record for ``population.json``."""
+        final = step >= self.config.timesteps
+        ranked = sorted(scores, key=lambda s: EvalRecord(**s["record"]).score(), reverse=True)
+        kept = list(dict.fromkeys(s["member"] for s in ranked))[:keep]
+        for s in ranked:
+            mark = "*" if (s is ranked[0] if final else s["member"] in kept) else " "
+            print(f"  {mark} {s['member']:>4} {s['model']:<28} {describe_score(EvalRecord(**s['record']))}")
+        cut = None if final else self.config.population.cuts[i]
+        clones = self._clone(kept[0], step, cut.clones if cut is not None else 0)
+        if clones:
+            print(f"population: {kept[0]} also carries on as {', '.join(clones)} (new seeds)", flush=True)
+        record = {"step": step, "scores": scores, "kept": kept + clones, "failed": failed, "best": ranked[0]}
+        if drawn:
+            record["drawn"] = drawn
+        if cut is not None and cut.distill is not None:
+            record["teachers"] = self._distill(cut, [*earlier, record], kept + clones)
+        return {**record, "clones": clones} if clones else record
 
     def _train_and_score(
         self, names: list[str], step: int, final: bool
@@ -365,21 +388,17 @@ class PopulationRun:
             names.append(name)
         return names
 
-    def member_job(self, name: str, step: int) -> Job:
-        """The launcher job that brings member ``name`` to ``step`` (a new run, or ``--resume``); it pauses there
-        unless ``step`` is the end."""
-        if (self.members_dir / name / "config.yaml").is_file():
-            args: tuple[str, ...] = ()
-            resume = True
-        else:
-            args, resume = ("--preset", str(self.members_dir / f"{name}.yaml")), False
-        if self.config.num_threads is not None:
-            args += ("--num-threads", str(self.config.num_threads))
-        if not self.memory_check:
-            args += ("--no-memory-check",)
-        if step < self.config.timesteps:
-            args += ("--stop-at", str(step))
-        return Job(name, args, resume=resume)
+    def member_task(self, name: str, step: int) -> MemberTask:
+        """The task that brings member ``name`` to ``step`` (a new run, or one carried on); it pauses there unless
+        ``step`` is the end."""
+        new = not (self.members_dir / name / "config.yaml").is_file()
+        return MemberTask(
+            name,
+            self.members_dir / f"{name}.yaml" if new else None,
+            step if step < self.config.timesteps else None,
+            self.config.num_threads,
+            self.memory_check,
+        )
 
     def _bring_to(self, names: list[str], step: int) -> dict[str, int]:
         """Run each member that has not reached ``step`` until it has, on the launcher's pool; exit codes."""
@@ -398,11 +417,11 @@ class PopulationRun:
                 todo.append(name)
         if not todo:
             return codes
-        jobs = [self.member_job(name, step) for name in todo]
+        tasks = [self.member_task(name, step) for name in todo]
         if self.learner == "batched":
-            more, self.stop_signal = train_members_together(self.members_dir, jobs, on_iteration=self.progress.tick)
+            more, self.stop_signal = train_members_together(self.members_dir, tasks, on_iteration=self.progress.tick)
             return {**codes, **more}
-        records = self._launch(jobs)
+        records = self._launch([task.job() for task in tasks])
         for r in records:
             codes[r.name] = r.returncode if r.returncode is not None else 1
         return codes

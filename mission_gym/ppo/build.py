@@ -17,7 +17,7 @@ from mission_gym.agents.spec import AgentSpec, policy_args
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import available_cores, enable_tf32, learner_threads
 from mission_gym.ppo import parts
-from mission_gym.ppo.distill import attach
+from mission_gym.ppo.distill import DistillTargets, distillation
 from mission_gym.ppo.portable import restore_schedules
 from mission_gym.ppo.schedules import learning_rate_schedule
 from mission_gym.rundir.directory import vecnormalize_path
@@ -174,8 +174,12 @@ def build_run(
             model = PPO(policy, venv, device=device, seed=config.seed, verbose=0, **kwargs)
         if parent is not None:
             _copy_weights(parent, model)
-        streams = member_streams(model)  # nothing has drawn from the generators since the model seeded them
         config = _attach_options(model, config)
+        # the generators as the model's learn will find them (a distillation's teachers drew from them as they were
+        # built): a member of a batched learner draws from these
+        streams = member_streams(model)
+        if getattr(model, "distillation", None) is not None:
+            callbacks.append(DistillTargets(model.distillation))
     except BaseException:
         venv.close()
         raise
@@ -183,8 +187,9 @@ def build_run(
 
 
 def member_streams(model: Any) -> tuple[Any, Any]:
-    """Generators in the state the global ones are in now: call right after building or loading ``model``, whose
-    seeding set them; its lone run would draw its actions and minibatch orders from these states."""
+    """Generators in the state the global ones are in now: call once ``model`` is built or loaded (its seeding set
+    them) and nothing else will draw before it learns; its lone run would draw its actions and minibatch orders from
+    these states."""
     import numpy as np
     import torch as th
 
@@ -196,14 +201,15 @@ def member_streams(model: Any) -> tuple[Any, Any]:
 
 
 def _attach_options(model: Any, config: TrainConfig) -> TrainConfig:
-    """The options a built model takes as attributes: ``compile_update``, and a distillation's teachers (the
+    """The options a built model takes as attributes: ``compile_update``, and a distillation's term (the
     configuration returned with each teacher's situations, measured when none were given)."""
     from mission_gym.ppo.lean import LeanPPO
 
     if isinstance(model, LeanPPO):
         model.compile_update = config.compile_update
     if config.distill is not None:
-        config = config.model_copy(update={"distill": attach(model, config.distill, config.env_kwargs)})
+        spec, model.distillation = distillation(model, config.distill, config.env_kwargs)
+        config = config.model_copy(update={"distill": spec})
     return config
 
 

@@ -34,7 +34,6 @@ cover.
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Any
 
@@ -42,12 +41,10 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 from stable_baselines3 import PPO
-from stable_baselines3.common.distributions import DiagGaussianDistribution, MultiCategoricalDistribution
-from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
-from torch.nn import functional as F
 
-from mission_gym.ppo.entropy import LeanEntropy, entropy_no_grad
+from mission_gym.ppo.entropy import LeanEntropy
+from mission_gym.ppo.maths import ActionHeads, LossInputs, UpdateRecord, ppo_loss
 
 _ROLLOUT_ARRAYS = ("observations", "actions", "values", "log_probs", "advantages", "returns")
 
@@ -99,15 +96,15 @@ class LeanPPO(LeanEntropy, PPO):
     #: compile each minibatch's loss with ``torch.compile`` (the trainer sets it from ``compile_update``)
     compile_update = False
     _compiled: Any = None
-    #: teachers of a distillation (:class:`~mission_gym.ppo.distill.Teachers`) and the KL coefficient by env step
-    teachers: Any = None
-    distill_coef: Any = None
-    _teacher_logp: Any = None
+    #: a distillation's term (:class:`~mission_gym.ppo.distill.Distillation`): its teachers' log-probabilities of
+    #: each rollout step join the update, and the loss adds the KL to them
+    distillation: Any = None
 
     def _setup_model(self) -> None:
         super()._setup_model()
-        self._heads = _equal_heads(self.policy)
-        self._gaussian = _plain_gaussian(self.policy)
+        self._heads = ActionHeads.of(self.policy, self.exact)
+        if self._heads is not None and self.use_sde:
+            self._heads = None
         if not self.exact:
             # a rollout of a few rows (MuJoCo's 8 envs) takes tanh on its small inputs; a wide one (Mission Gym's 128
             # envs) keeps the sigmoid form on every input, as its runs were measured
@@ -116,7 +113,7 @@ class LeanPPO(LeanEntropy, PPO):
             _swap_tanh(self.policy, _SIGMOID_TANH_MIN if small else 0)
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_compiled", "teachers", "distill_coef", "_teacher_logp"]
+        return [*super()._excluded_save_params(), "_compiled", "distillation"]
 
     # --- the update -------------------------------------------------------------------------------------------
     def train(self) -> None:
@@ -131,60 +128,30 @@ class LeanPPO(LeanEntropy, PPO):
         if self.clip_range_vf is not None:
             clip_range_vf = self.clip_range_vf(self._current_progress_remaining)  # type: ignore[operator]
         data = self._flat_rollout()
-        kl_coef = float(self.distill_coef(self.num_timesteps)) if self._teacher_logp is not None else 0.0
-        teacher_all = data.pop() if self._teacher_logp is not None else None
-        distill_sum = th.zeros((), dtype=th.float64, device=self.device)
+        teacher_all = self.distillation.flat_targets(self.device) if self.distillation is not None else None
+        kl_coef = self.distillation.coef(self.num_timesteps) if teacher_all is not None else 0.0
         size = data[0].shape[0]
-        batch_size = self.batch_size
-        # policy loss, clip fraction, value loss, entropy loss, minibatches
-        sums = th.zeros(5, dtype=th.float64, device=self.device)
+        # policy loss, clip fraction, value loss, entropy loss, [KL to the teacher,] minibatches
+        sums = th.zeros(5 + (teacher_all is not None), dtype=th.float64, device=self.device)
         params = [p for p in policy.parameters()]
         continue_training = True
         approx_kl = th.zeros((), dtype=th.float64, device=self.device)
         loss = th.zeros((), device=self.device)
         one = th.ones((), device=self.device)
-        loss_fn = self._loss
-        if self.compile_update:
-            if self._compiled is None:
-                self._compiled = th.compile(self._loss)
-            loss_fn = self._compiled
+        loss_fn = self._compiled_loss()
         for epoch in range(self.n_epochs):
             # SB3's RolloutBuffer.get draws the same permutation
             order = th.from_numpy(np.random.permutation(size)).to(self.device)
-            observations, actions, old_values, old_log_prob, advantages_all, returns = (t.index_select(0, order) for t in data)
+            shuffled = [t.index_select(0, order) for t in data]
             teacher = teacher_all.index_select(0, order) if teacher_all is not None else None
             kl_sum, kl_n = th.zeros((), dtype=th.float64, device=self.device), 0
-            for start in range(0, size, batch_size):
-                end = start + batch_size
-                batch: tuple[Any, ...] = (
-                    observations[start:end],
-                    actions[start:end],
-                    old_values[start:end],
-                    old_log_prob[start:end],
-                    advantages_all[start:end],
-                    returns[start:end],
-                    clip_range,
-                    clip_range_vf,
-                )
-                if teacher is not None:
-                    batch = (*batch, teacher[start:end], kl_coef)
-                try:
-                    loss, stats, approx_kl_div = loss_fn(*batch)
-                except Exception as exc:
-                    if loss_fn is self._loss:
-                        raise
-                    # torch.compile's CPU backend needs a C++ compiler; without one (or on any failure to
-                    # compile) the update goes on eager, the same maths to float rounding
-                    warnings.warn(
-                        f"compile_update: torch.compile failed ({type(exc).__name__}); the update runs eager",
-                        stacklevel=2,
-                    )
-                    self.compile_update, self._compiled, loss_fn = False, None, self._loss
-                    loss, stats, approx_kl_div = loss_fn(*batch)
+            for start in range(0, size, self.batch_size):
+                end = start + self.batch_size
+                batch = [t[start:end] for t in shuffled]
+                mb_teacher = teacher[start:end] if teacher is not None else None
+                loss, stats, approx_kl_div, loss_fn = self._minibatch(loss_fn, batch, (clip_range, clip_range_vf),
+                                                                      mb_teacher, kl_coef)  # fmt: skip
                 with th.no_grad():
-                    if teacher is not None:
-                        distill_sum += stats[4].double()
-                        stats = stats[:4]
                     sums += th.cat((stats, one.view(1))).double()
                     kl_sum += approx_kl_div
                     kl_n += 1
@@ -202,24 +169,46 @@ class LeanPPO(LeanEntropy, PPO):
             if not continue_training:
                 break
         buffer = self.rollout_buffer
-        explained_var = explained_variance(buffer.values.flatten(), buffer.returns.flatten())
-        mean = (sums[:4] / sums[4]).tolist()
-        self.logger.record("train/entropy_loss", mean[3])
-        self.logger.record("train/policy_gradient_loss", mean[0])
-        self.logger.record("train/value_loss", mean[2])
-        self.logger.record("train/approx_kl", approx_kl.item())
-        self.logger.record("train/clip_fraction", mean[1])
-        self.logger.record("train/loss", loss.item())
-        self.logger.record("train/explained_variance", explained_var)
-        if teacher_all is not None:
-            self.logger.record("train/distill_kl", (distill_sum / sums[4]).item())
-            self.logger.record("train/distill_coef", kl_coef)
-        if hasattr(policy, "log_std"):
-            self.logger.record("train/std", th.exp(policy.log_std).mean().item())
-        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
-        self.logger.record("train/clip_range", clip_range)
-        if clip_range_vf is not None:
-            self.logger.record("train/clip_range_vf", clip_range_vf)
+        mean = (sums[:-1] / sums[-1]).tolist()
+        UpdateRecord(
+            policy_loss=mean[0],
+            clip_fraction=mean[1],
+            value_loss=mean[2],
+            entropy_loss=mean[3],
+            approx_kl=approx_kl.item(),
+            loss=loss.item(),
+            explained_variance=float(explained_variance(buffer.values.flatten(), buffer.returns.flatten())),
+            n_updates=self._n_updates,
+            clip_range=clip_range,
+            clip_range_vf=clip_range_vf,
+            std=th.exp(policy.log_std).mean().item() if hasattr(policy, "log_std") else None,
+            distill_kl=mean[4] if teacher_all is not None else None,
+            distill_coef=kl_coef if teacher_all is not None else None,
+        ).write(self.logger)
+
+    def _compiled_loss(self) -> Any:
+        """The minibatch loss, through ``torch.compile`` when ``compile_update`` asks for it."""
+        if not self.compile_update:
+            return self._loss
+        if self._compiled is None:
+            self._compiled = th.compile(self._loss)
+        return self._compiled
+
+    def _minibatch(
+        self, loss_fn: Any, batch: list[th.Tensor], clips: tuple[float, float | None], teacher: Any, kl_coef: float
+    ) -> tuple[th.Tensor, th.Tensor, th.Tensor, Any]:
+        """One minibatch's loss (and the loss function for the next: the eager one once compiling failed)."""
+        try:
+            return (*loss_fn(*batch, *clips, teacher, kl_coef), loss_fn)
+        except Exception as exc:
+            if loss_fn is self._loss:
+                raise
+            # torch.compile's CPU backend needs a C++ compiler; without one (or on any failure to compile) the update
+            # goes on eager, the same maths to float rounding
+            warnings.warn(f"compile_update: torch.compile failed ({type(exc).__name__}); the update runs eager", stacklevel=3)
+            self.compile_update, self._compiled = False, None
+            eager: Any = self._loss
+            return (*eager(*batch, *clips, teacher, kl_coef), eager)
 
     def _loss(
         self,
@@ -234,43 +223,14 @@ class LeanPPO(LeanEntropy, PPO):
         teacher_log_probs: th.Tensor | None = None,
         kl_coef: float = 0.0,
     ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-        """One minibatch of ``PPO.train``: the loss, its logged terms (policy loss, clip fraction, value loss,
-        entropy loss, and with a teacher the mean KL to it) and the approximate KL divergence, in SB3's order of
-        operations; with ``teacher_log_probs`` the loss adds ``kl_coef`` times the KL to them
-        (:mod:`mission_gym.ppo.distill`)."""
-        if isinstance(self.action_space, spaces.Discrete):
-            actions = actions.long().flatten()
-        student: list[th.Tensor] | None = [] if teacher_log_probs is not None else None
-        values, log_prob, entropy = self._evaluate(observations, actions, student)
-        values = values.flatten()
-        if self.normalize_advantage and len(advantages) > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        ratio = th.exp(log_prob - old_log_prob)
-        policy_loss_1 = advantages * ratio
-        policy_loss_2 = advantages * th.clamp(ratio, 1 - clip_range, 1 + clip_range)
-        policy_loss = -th.min(policy_loss_1, policy_loss_2).mean()
-        if clip_range_vf is None:
-            values_pred = values
-        else:
-            values_pred = old_values + th.clamp(values - old_values, -clip_range_vf, clip_range_vf)
-        value_loss = F.mse_loss(returns, values_pred)
-        entropy_loss = -th.mean(-log_prob) if entropy is None else -th.mean(entropy)
-        loss = policy_loss + self.ent_coef * entropy_loss + self.vf_coef * value_loss
-        distill = None
-        if student:
-            from mission_gym.ppo.distill import kl_to_teacher
-
-            assert teacher_log_probs is not None
-            distill = kl_to_teacher(student[0], teacher_log_probs).mean()
-            if kl_coef:
-                loss = loss + kl_coef * distill
-        with th.no_grad():
-            clip_fraction = th.mean((th.abs(ratio - 1) > clip_range).float())
-            terms = (policy_loss, clip_fraction, value_loss, entropy_loss)
-            stats = th.stack(terms if distill is None else (*terms, distill.detach()))
-            log_ratio = log_prob - old_log_prob
-            approx_kl_div = th.mean((th.exp(log_ratio) - 1) - log_ratio)
-        return loss, stats, approx_kl_div
+        """One minibatch of ``PPO.train``: :func:`~mission_gym.ppo.maths.ppo_loss` of the policy's evaluation of the
+        taken actions (with ``teacher_log_probs``, a distillation's KL term too)."""
+        values, log_prob, entropy, student = self._evaluate(observations, actions)
+        if teacher_log_probs is not None and student is None:
+            raise ValueError("distillation needs categorical action heads (Mission Gym's)")
+        inputs = LossInputs(log_prob, values.flatten(), entropy, old_log_prob, old_values, advantages, returns,
+                            student if teacher_log_probs is not None else None, teacher_log_probs)  # fmt: skip
+        return ppo_loss(inputs, clip_range, clip_range_vf, self.ent_coef, self.vf_coef, self.normalize_advantage, kl_coef)
 
     def _flat_rollout(self) -> list[th.Tensor]:
         """The rollout's arrays flattened to ``(n_steps * n_envs, ...)`` as ``RolloutBuffer.get`` leaves them, as
@@ -288,58 +248,29 @@ class LeanPPO(LeanEntropy, PPO):
             elif name != "observations":
                 array = array.reshape(-1)
             out.append(th.as_tensor(array, device=self.device))
-        if self._teacher_logp is not None:
-            teacher = self._teacher_logp
-            out.append(th.as_tensor(buffer.swap_and_flatten(teacher), device=self.device))
         return out
 
-    def _evaluate(
-        self, obs: th.Tensor, actions: th.Tensor, log_probs_out: list[th.Tensor] | None = None
-    ) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
-        """``policy.evaluate_actions``, with equal categorical heads as one tensor and a Gaussian's log-probability
-        and entropy without a ``Normal`` object (``log_probs_out``: gets the heads' normalised log-probabilities,
-        ``(batch, heads, actions)``, for a distillation)."""
-        if log_probs_out is not None and self._heads is None:
-            raise ValueError("distillation needs equal categorical action heads (Mission Gym's)")
-        if self._gaussian:
-            return self._evaluate_gaussian(obs, actions)
-        if self._heads is None:
-            return self.policy.evaluate_actions(obs, actions)
+    def _forward(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
+        """The action net's output, its distribution (:meth:`ActionHeads.distribution`) and the values."""
+        assert self._heads is not None
         policy = self.policy
         latent_pi, latent_vf = policy.mlp_extractor(policy.extract_features(obs))
-        logits = policy.action_net(latent_pi)
-        values = policy.value_net(latent_vf)
-        n_heads, n_actions = self._heads
-        logits = logits.view(-1, n_heads, n_actions)
-        logits = logits - logits.logsumexp(dim=-1, keepdim=True)  # what Categorical(logits=...) keeps
-        if log_probs_out is not None:
-            log_probs_out.append(logits)
-        log_prob = logits.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1).sum(dim=1)
-        if float(self.ent_coef) == 0.0:  # only logged: no graph (see mission_gym.ppo.entropy)
-            entropy = entropy_no_grad(logits).sum(dim=1)
-        else:
-            clamped = th.clamp(logits, min=th.finfo(logits.dtype).min)
-            entropy = -(clamped * self._probs(logits)).sum(-1).sum(dim=1)
-        return values, log_prob, entropy
+        out = policy.action_net(latent_pi)
+        dist = self._heads.distribution(out, getattr(policy, "log_std", None))
+        return out, dist, policy.value_net(latent_vf)
 
-    def _gaussian_params(self, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-        """The Gaussian policy's mean and standard deviation (as ``DiagGaussianDistribution`` makes them) and the
-        critic's latent."""
-        policy = self.policy
-        latent_pi, latent_vf = policy.mlp_extractor(policy.extract_features(obs))
-        mean = policy.action_net(latent_pi)
-        return mean, th.ones_like(mean) * policy.log_std.exp(), latent_vf
-
-    def _evaluate_gaussian(self, obs: th.Tensor, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
-        """``evaluate_actions`` of a diagonal Gaussian policy: ``Normal.log_prob`` and ``Normal.entropy``'s
-        operations in ``evaluate_actions``' order, without the distribution object and its argument checks (the
-        entropy without a graph while ``ent_coef`` is 0, where its gradient is exact zeros)."""
-        mean, scale, latent_vf = self._gaussian_params(obs)
-        log_prob = _gaussian_log_prob(actions, mean, scale)
-        values = self.policy.value_net(latent_vf)
-        with th.set_grad_enabled(float(self.ent_coef) != 0.0):
-            entropy = _gaussian_entropy(scale)
-        return values, log_prob, entropy
+    def _evaluate(self, obs: th.Tensor, actions: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None, th.Tensor | None]:
+        """``policy.evaluate_actions`` through the one scoring function (SB3's own for a policy it does not cover),
+        and the heads' normalised log-probabilities (None for a Gaussian or an uncovered policy)."""
+        heads = self._heads
+        if heads is None:
+            if isinstance(self.action_space, spaces.Discrete):
+                actions = actions.long().flatten()
+            return (*self.policy.evaluate_actions(obs, actions), None)
+        out, dist, values = self._forward(obs)
+        _, log_prob = heads.sample_or_score(out, dist, actions)
+        entropy = heads.entropy(dist, grad=float(self.ent_coef) != 0.0)
+        return values, log_prob, entropy, None if heads.gaussian else dist
 
     # --- the rollout --------------------------------------------------------------------------------------------
     def collect_rollouts(self, env: Any, callback: Any, rollout_buffer: Any, n_rollout_steps: int) -> bool:
@@ -352,28 +283,13 @@ class LeanPPO(LeanEntropy, PPO):
         if self.use_sde:
             self.policy.reset_noise(env.num_envs)
         callback.on_rollout_start()
-        teachers = self.teachers if self.teachers is not None and self.distill_coef(self.num_timesteps) > 0 else None
-        self._teacher_logp = None
-        if teachers is not None:
-            self._teacher_logp = np.zeros((n_rollout_steps, env.num_envs, *teachers.heads), dtype=np.float32)
-            vecnorm = self.get_vec_normalize_env()
-            core = env.unwrapped.core
         while n_steps < n_rollout_steps:
             if self.use_sde and self.sde_sample_freq > 0 and n_steps % self.sde_sample_freq == 0:
                 self.policy.reset_noise(env.num_envs)
-            if teachers is not None:  # each game's teacher's view of the observation the student acts on
-                raw = vecnorm.get_original_obs() if vecnorm is not None else self._last_obs
-                self._teacher_logp[n_steps] = teachers.log_probs(raw, teachers.of_games(core))
             with th.no_grad():
-                obs_tensor = obs_as_tensor(self._last_obs, self.device)
-                action_tensor, values, log_probs = self._act(obs_tensor)
+                action_tensor, values, log_probs = self._act(obs_as_tensor(self._last_obs, self.device))
             actions = action_tensor.cpu().numpy()
-            clipped_actions = actions
-            if isinstance(self.action_space, spaces.Box):
-                if self.policy.squash_output:
-                    clipped_actions = self.policy.unscale_action(clipped_actions)
-                else:
-                    clipped_actions = np.clip(actions, self.action_space.low, self.action_space.high)
+            clipped_actions = self._clip_actions(actions)
             new_obs, rewards, dones, infos = env.step(clipped_actions)
             self.num_timesteps += env.num_envs
             callback.update_locals(locals())
@@ -383,12 +299,7 @@ class LeanPPO(LeanEntropy, PPO):
             n_steps += 1
             if isinstance(self.action_space, spaces.Discrete):
                 actions = actions.reshape(-1, 1)
-            for idx in np.flatnonzero(dones):  # bootstrap the value of a truncated episode, as SB3 does
-                if infos[idx].get("terminal_observation") is not None and infos[idx].get("TimeLimit.truncated", False):
-                    terminal_obs = self.policy.obs_to_tensor(infos[idx]["terminal_observation"])[0]
-                    with th.no_grad():
-                        terminal_value = self.policy.predict_values(terminal_obs)[0]
-                    rewards[idx] += self.gamma * terminal_value
+            self._bootstrap_truncated(rewards, dones, infos)
             rollout_buffer.add(self._last_obs, actions, rewards, self._last_episode_starts, values, log_probs)
             self._last_obs = new_obs
             self._last_episode_starts = dones
@@ -399,68 +310,31 @@ class LeanPPO(LeanEntropy, PPO):
         callback.on_rollout_end()
         return True
 
+    def _clip_actions(self, actions: np.ndarray) -> np.ndarray:
+        """The actions the env takes: a ``Box``'s scaled back (squashed) or clipped to its bounds, as SB3 does."""
+        if not isinstance(self.action_space, spaces.Box):
+            return actions
+        if self.policy.squash_output:
+            return self.policy.unscale_action(actions)
+        return np.clip(actions, self.action_space.low, self.action_space.high)
+
+    def _bootstrap_truncated(self, rewards: np.ndarray, dones: np.ndarray, infos: Any) -> None:
+        """Add ``gamma`` times the value of each truncated episode's last observation to its reward, as SB3 does
+        (only the envs whose episode ended are looked at)."""
+        for idx in np.flatnonzero(dones):
+            if infos[idx].get("terminal_observation") is not None and infos[idx].get("TimeLimit.truncated", False):
+                terminal_obs = self.policy.obs_to_tensor(infos[idx]["terminal_observation"])[0]
+                with th.no_grad():
+                    terminal_value = self.policy.predict_values(terminal_obs)[0]
+                rewards[idx] += self.gamma * terminal_value
+
     def _act(self, obs: Any) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         """``policy(obs)``: sampled actions, values and the actions' log-probabilities."""
-        if self._gaussian and not self.use_sde:
-            mean, scale, latent_vf = self._gaussian_params(obs)
-            values = self.policy.value_net(latent_vf)
-            actions = mean + th.empty_like(mean).normal_() * scale  # Normal.rsample's draw
-            log_prob = _gaussian_log_prob(actions, mean, scale)
-            return actions.reshape((-1, *self.action_space.shape)), values, log_prob  # type: ignore[misc]
-        if self._heads is None or self.use_sde:
+        if self._heads is None:
             return self.policy(obs)
-        policy = self.policy
-        latent_pi, latent_vf = policy.mlp_extractor(policy.extract_features(obs))
-        values = policy.value_net(latent_vf)
-        n_heads, n_actions = self._heads
-        logits = policy.action_net(latent_pi).view(-1, n_heads, n_actions)
-        logits = logits - logits.logsumexp(dim=-1, keepdim=True)
-        probs = self._probs(logits)
-        # one multinomial per head, in head order, as Categorical.sample draws them: the heads' rows one after the
-        # other in a single call draw the same numbers (on the CPU; tests/test_lean.py)
-        rows = probs.transpose(0, 1).reshape(n_heads * probs.shape[0], n_actions)
-        actions = th.multinomial(rows, 1, True).view(n_heads, -1).T
-        log_prob = logits.gather(-1, actions.unsqueeze(-1)).squeeze(-1).sum(dim=1)
+        out, dist, values = self._forward(obs)
+        actions, log_prob = self._heads.sample_or_score(out, dist)
         return actions.reshape((-1, *self.action_space.shape)), values, log_prob  # type: ignore[misc]
-
-    def _probs(self, log_probs: th.Tensor) -> th.Tensor:
-        """The probabilities of normalised log-probabilities: ``softmax`` as ``Categorical`` takes it, or (not
-        ``exact``) their ``exp``, the same values within float rounding: PyTorch's CPU softmax over a short last
-        dimension took 1.1 ms for a 1,024 × 4 × 9 minibatch against 0.05 ms for ``exp``."""
-        return F.softmax(log_probs, dim=-1) if self.exact else log_probs.exp()
-
-
-_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
-
-
-def _gaussian_log_prob(actions: th.Tensor, mean: th.Tensor, scale: th.Tensor) -> th.Tensor:
-    """``Normal(mean, scale).log_prob(actions)`` summed over the action's dimensions, as SB3 sums it."""
-    log_prob = -((actions - mean) ** 2) / (2 * scale**2) - scale.log() - _LOG_SQRT_2PI
-    return log_prob.sum(dim=1) if log_prob.dim() > 1 else log_prob.sum()
-
-
-def _gaussian_entropy(scale: th.Tensor) -> th.Tensor:
-    """``Normal(mean, scale).entropy()`` summed over the action's dimensions."""
-    entropy = 0.5 + 0.5 * math.log(2 * math.pi) + th.log(scale)
-    return entropy.sum(dim=1) if entropy.dim() > 1 else entropy.sum()
-
-
-def _sb3_actor_critic(policy: Any) -> bool:
-    """Whether the policy is SB3's actor-critic with its own ``forward`` and ``evaluate_actions`` and one features
-    extractor: what the lean paths replace step for step."""
-    cls = type(policy)
-    return (
-        isinstance(policy, ActorCriticPolicy)
-        and cls.forward is ActorCriticPolicy.forward
-        and cls.evaluate_actions is ActorCriticPolicy.evaluate_actions
-        and policy.share_features_extractor
-    )
-
-
-def _plain_gaussian(policy: Any) -> bool:
-    """Whether the policy is SB3's actor-critic over a plain diagonal Gaussian (no squashing, no gSDE), which the
-    lean Gaussian paths cover."""
-    return _sb3_actor_critic(policy) and type(policy.action_dist) is DiagGaussianDistribution
 
 
 def _swap_tanh(policy: Any, min_elements: int) -> None:
@@ -470,14 +344,3 @@ def _swap_tanh(policy: Any, min_elements: int) -> None:
         for name, child in module.named_children():
             if type(child) is th.nn.Tanh:
                 setattr(module, name, FastTanh(min_elements))
-
-
-def _equal_heads(policy: Any) -> tuple[int, int] | None:
-    """``(heads, actions per head)`` when the policy is SB3's actor-critic over categorical heads of one size, which
-    the lean paths cover; None otherwise."""
-    if not _sb3_actor_critic(policy):
-        return None
-    dist = policy.action_dist
-    if not isinstance(dist, MultiCategoricalDistribution) or len(set(dist.action_dims)) != 1:
-        return None
-    return len(dist.action_dims), int(dist.action_dims[0])

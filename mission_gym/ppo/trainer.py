@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
-from mission_gym.ppo.batched.maths import batchable
+from mission_gym.ppo.batched.stack import batchable
 from mission_gym.ppo.build import RunSetup, build_run, space_signature
 from mission_gym.ppo.result import TrainResult
 from mission_gym.ppo.session import EXIT_SIGNAL, Outcome, Session, stop_on_signals

@@ -110,7 +110,7 @@ def placement_mode(args: argparse.Namespace) -> int:
 
 def batched_one(preset: str, members: int, rollouts: int, device: str) -> dict[str, Any]:
     """``members`` members of ``preset`` as one batched learner in this process (its device ``device``); the row."""
-    from mission_gym.ppo.batched.measure import measure_batched
+    from mission_gym.ppo.measure import measure_batched
     from mission_gym.settings.overrides import apply_overrides
     from mission_gym.settings.presets import load_preset
 

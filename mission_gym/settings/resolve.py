@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import available_cores, resolve_device
-from mission_gym.settings.batch import check_batch_size, choose_batch_size
+from mission_gym.settings.minibatch import check_batch_size, choose_batch_size
 from mission_gym.settings.ppo_args import ppo_extra_args
 from mission_gym.settings.schema import TrainConfig
 from mission_gym.vec.factory import resolve_kind

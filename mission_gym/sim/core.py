@@ -19,6 +19,14 @@ from mission_gym.sim.step import reset_batch, step_batch, step_batch_parallel
 STATE_ARRAYS = ("u", "ev", "dm", "wps", "kd", "ka", "rt", "rsum", "rng", "obs")
 
 
+def situation_codes(modes: np.ndarray) -> np.ndarray:
+    """Each game's situation as one integer: its defenders' modes ``(games, defenders)`` (indices into
+    :data:`~mission_gym.sim.layout.MODES`) sorted, as the defenders' order does not matter, and read as digits in
+    base ``len(MODES)``."""
+    ordered = np.sort(np.asarray(modes).astype(np.int64), axis=1)
+    return (ordered * (len(L.MODES) ** np.arange(ordered.shape[1]))).sum(axis=1)
+
+
 class MissionCore:
     """All state of ``n_envs`` games in arrays shaped ``(n_envs, n_units, ...)``.
 
@@ -177,6 +185,10 @@ class MissionCore:
     def defender_modes(self, i: int) -> list[str]:
         """This episode's mode of each defender of env ``i``."""
         return [L.MODES[int(m)] for m in self.dm[i, :, L.D_MODE]]
+
+    def situation_codes(self) -> np.ndarray:
+        """Each env's situation this episode as one integer (:func:`situation_codes`)."""
+        return situation_codes(self.dm[:, :, L.D_MODE])
 
     def snapshot(self, i: int) -> dict[str, Any]:
         """A plain description of env ``i`` for rendering (see :mod:`mission_gym.envs.rendering`)."""

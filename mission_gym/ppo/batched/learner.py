@@ -1,11 +1,12 @@
 """The batched learner's loop: SB3's ``learn`` for every member of a batch, with one batched rollout and one batched
-update per iteration (the maths: :mod:`mission_gym.ppo.batched.maths`).
+update per iteration (the stacked policies: :mod:`~mission_gym.ppo.batched.stack`; the update:
+:mod:`~mission_gym.ppo.batched.update`).
 
 Each member is an ordinary :class:`~mission_gym.ppo.lean.LeanPPO` model with its own session's callbacks; the loop
 calls them as SB3's ``learn`` and ``collect_rollouts`` do (``on_rollout_start``, ``on_step`` with the step's
 ``locals``, ``on_rollout_end``, the logger's dump after each rollout), so checkpoints, evaluations, curricula and
 stopping work member by member. The rollout is stored for all members at once, on the learner's device; Mission
-Gym members' envs are stepped together (:class:`~mission_gym.vec.members.MemberEnvs`), other envs member by
+Gym members' envs are stepped together (:class:`~mission_gym.vec.grouped.MemberEnvs`), other envs member by
 member.
 """
 
@@ -19,9 +20,11 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
-from mission_gym.ppo.batched.maths import BatchedAdam, BatchedUpdate, StackedPolicies, batch_key
 from mission_gym.ppo.batched.rollout import Act, Storage, action_shape
-from mission_gym.vec.members import MemberEnvs, covered
+from mission_gym.ppo.batched.stack import StackedPolicies, batch_key
+from mission_gym.ppo.batched.update import BatchedAdam, BatchedUpdate
+from mission_gym.ppo.maths import UpdateRecord
+from mission_gym.vec.grouped import MemberEnvs, covered
 
 
 @dataclass
@@ -87,7 +90,7 @@ class BatchEvaluator:
 class BatchedLearner:
     """Train members together (see the module doc).
 
-    :param members: the members, all with one :func:`~mission_gym.ppo.batched.maths.batch_key`
+    :param members: the members, all with one :func:`~mission_gym.ppo.batched.stack.batch_key`
     :param threads: CPU threads for stepping the envs together
     :param streams: draw each member's actions from its own generator (its lone run's draws; on the CPU); else one
         draw for all (on CUDA always: inside the captured rollout graph)
@@ -295,7 +298,7 @@ class BatchedLearner:
 
         models = [self.active[i].model for i in rows]
         norms = [model.get_vec_normalize_env() for model in models]
-        m, heads = self.stack.size, self.stack.heads
+        m, heads = self.stack.size, (self.stack.heads.heads, self.stack.heads.actions)
         index = th.tensor(list(rows), device=self.device)
 
         def predict(obs: np.ndarray) -> np.ndarray:
@@ -312,7 +315,7 @@ class BatchedLearner:
 
     # --- the update ----------------------------------------------------------------------------------------------
     def train(self) -> None:
-        """One PPO update of every active member (:class:`~mission_gym.ppo.batched.maths.BatchedUpdate`), then each
+        """One PPO update of every active member (:class:`~mission_gym.ppo.batched.update.BatchedUpdate`), then each
         member's weights and Adam state copied back and its ``train/*`` values logged."""
         members = self.active
         models = [m.model for m in members]
@@ -320,19 +323,13 @@ class BatchedLearner:
         for model in models:
             model.policy.set_training_mode(True)
             model._update_learning_rate(model.policy.optimizer)
-        progress = [model._current_progress_remaining for model in models]
-        hyper = {
-            "lr": [model.policy.optimizer.param_groups[0]["lr"] for model in models],
-            "clip": [float(model.clip_range(p)) for model, p in zip(models, progress)],
-            "clip_vf": [
-                float(model.clip_range_vf(p)) if model.clip_range_vf is not None else 0.0 for model, p in zip(models, progress)
-            ],
-            "ent": [float(model.ent_coef) for model in models],
-            "vf": [float(model.vf_coef) for model in models],
-            "max_norm": [float(model.max_grad_norm) for model in models],
-            "kl_limit": [1.5 * model.target_kl if model.target_kl is not None else float("inf") for model in models],
-        }
-        key = (len(models), any(v != 0.0 for v in hyper["ent"]), any(model.target_kl is not None for model in models))
+        hyper = _hyper(models)
+        data = self.storage.flat()
+        teachers = self._distill_targets(models, hyper)
+        if teachers is not None:
+            data.append(teachers)
+        key = (len(models), any(v != 0.0 for v in hyper["ent"]), any(m.target_kl is not None for m in models),
+               teachers is not None)  # fmt: skip
         if self.update is None or self.update.key != key:
             self.update = BatchedUpdate(self.stack, self.adam, first, key)
         size = self.update.size
@@ -344,7 +341,7 @@ class BatchedLearner:
             for e in range(first.n_epochs):
                 orders[e, i] = m.numpy_gen.permutation(size)
                 after[i].append(m.numpy_gen.get_state() if key[2] else None)
-        sums, kl, epochs, loss = self.update(self.storage.flat(), orders, hyper)
+        sums, kl, epochs, loss = self.update(data, orders, hyper)
         for i, (m, n) in enumerate(zip(members, epochs)):
             m.model._n_updates += n
             if n < first.n_epochs:
@@ -353,20 +350,58 @@ class BatchedLearner:
         self.adam.store([model.policy.optimizer for model in models])
         explained = self.storage.explained_variance()
         for i, model in enumerate(models):
-            record = model.logger.record
-            record("train/entropy_loss", sums[i][3])
-            record("train/policy_gradient_loss", sums[i][0])
-            record("train/value_loss", sums[i][2])
-            record("train/approx_kl", kl[i])
-            record("train/clip_fraction", sums[i][1])
-            record("train/loss", loss[i])
-            record("train/explained_variance", explained[i])
-            if hasattr(model.policy, "log_std"):
-                record("train/std", th.exp(model.policy.log_std).mean().item())
-            record("train/n_updates", model._n_updates, exclude="tensorboard")
-            record("train/clip_range", hyper["clip"][i])
-            if first.clip_range_vf is not None:
-                record("train/clip_range_vf", hyper["clip_vf"][i])
+            distilled = _has_targets(model)
+            UpdateRecord(
+                policy_loss=sums[i][0],
+                clip_fraction=sums[i][1],
+                value_loss=sums[i][2],
+                entropy_loss=sums[i][3],
+                approx_kl=kl[i],
+                loss=loss[i],
+                explained_variance=explained[i],
+                n_updates=model._n_updates,
+                clip_range=hyper["clip"][i],
+                clip_range_vf=hyper["clip_vf"][i] if first.clip_range_vf is not None else None,
+                std=th.exp(model.policy.log_std).mean().item() if hasattr(model.policy, "log_std") else None,
+                distill_kl=sums[i][4] if distilled else None,
+                distill_coef=hyper["kl"][i] if distilled else None,
+            ).write(model.logger)
+
+    def _distill_targets(self, models: list[Any], hyper: dict[str, list[float]]) -> th.Tensor | None:
+        """The teachers' log-probabilities of every member's rollout ``(M, size, heads, actions)`` when some member is a
+        distillation's student with targets this rollout (zeros for the others, whose KL coefficient is 0), and each
+        member's coefficient in ``hyper["kl"]``; None when none is."""
+        terms = [getattr(m, "distillation", None) for m in models]
+        flats = [t.flat() if t is not None else None for t in terms]
+        hyper["kl"] = [
+            t.coef(m.num_timesteps) if t is not None and f is not None else 0.0 for t, m, f in zip(terms, models, flats)
+        ]
+        shape = next((f.shape for f in flats if f is not None), None)
+        if shape is None:
+            return None
+        stacked = np.stack([f if f is not None else np.zeros(shape, dtype=np.float32) for f in flats])
+        return th.as_tensor(stacked, device=self.device)
+
+
+def _has_targets(model: Any) -> bool:
+    term = getattr(model, "distillation", None)
+    return term is not None and term.targets is not None
+
+
+def _hyper(models: list[Any]) -> dict[str, list[float]]:
+    """Each member's update settings now (its schedules at its progress)."""
+    progress = [model._current_progress_remaining for model in models]
+    return {
+        "lr": [model.policy.optimizer.param_groups[0]["lr"] for model in models],
+        "clip": [float(model.clip_range(p)) for model, p in zip(models, progress)],
+        "clip_vf": [
+            float(model.clip_range_vf(p)) if model.clip_range_vf is not None else 0.0 for model, p in zip(models, progress)
+        ],
+        "ent": [float(model.ent_coef) for model in models],
+        "vf": [float(model.vf_coef) for model in models],
+        "max_norm": [float(model.max_grad_norm) for model in models],
+        "kl_limit": [1.5 * model.target_kl if model.target_kl is not None else float("inf") for model in models],
+    }
 
 
 def _guard(member: Member, fn: Callable[..., Any], *args: Any) -> Any:

@@ -11,7 +11,7 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
-from mission_gym.ppo.batched.maths import StackedPolicies
+from mission_gym.ppo.batched.stack import StackedPolicies
 
 
 def action_shape(space: Any) -> tuple[int, ...]:
@@ -116,7 +116,7 @@ class Act:
         self, obs: th.Tensor, generators: Sequence[th.Generator] | None = None
     ) -> tuple[th.Tensor, th.Tensor, th.Tensor]:
         with th.no_grad():
-            actions, values, log_prob = self.stack.act(obs, generators)
+            actions, values, log_prob, _ = self.stack.act(obs, generators)
             return actions.float().reshape(*actions.shape[:2], -1), values, log_prob
 
     def __call__(self, obs: np.ndarray, generators: Sequence[th.Generator] | None, n: int) -> np.ndarray:
@@ -146,7 +146,7 @@ class Act:
             self.host_actions.copy_(actions, non_blocking=True)
             th.cuda.current_stream().synchronize()
             out = self.host_actions.numpy()
-        if not self.stack.gaussian:
+        if not self.stack.heads.gaussian:
             return out.astype(np.int64)
         return out.copy()
 

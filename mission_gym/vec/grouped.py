@@ -117,6 +117,10 @@ class _SharedCore:
         core, j = self._index(i)
         return core.defender_modes(j)
 
+    def situation_codes(self) -> np.ndarray:
+        core, start = self._index(0)
+        return core.situation_codes()[start : start + self.n_envs]
+
     def snapshot(self, i: int) -> dict[str, Any]:
         core, j = self._index(i)
         return core.snapshot(j)
@@ -277,6 +281,9 @@ class MemberEnvs:
             for k, i in enumerate(members):
                 raw_obs[i] = obs[k * n : (k + 1) * n]
         self._monitor(rewards, dones, ended)
+        for i, norm in enumerate(self.norms):  # what VecNormalize keeps of the step (get_original_obs)
+            if norm is not None:
+                norm.old_obs, norm.old_reward = raw_obs[i], rewards[i]
         out_obs, out_rewards = self._normalize(raw_obs, rewards, dones, ended)
         infos = [SparseInfos(n, e) for e in ended]
         self.obs[:] = out_obs
