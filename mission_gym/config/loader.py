@@ -17,7 +17,9 @@ from mission_gym.config.models import (
     Reward,
     Scenario,
     Sensors,
+    Spawn,
     Units,
+    UnitType,
     World,
 )
 from mission_gym.config.yaml_io import ConfigError, read_yaml, validate
@@ -124,18 +126,25 @@ def check_consistency(config: MissionConfig, sources: Mapping[str, str] | None =
     sc = config.scenario
     for team, spawns in (("attacker", sc.attackers), ("defender", sc.defenders)):
         for i, spawn in enumerate(spawns):
-            key = f"{scenario_src}: {team}s.{i}"
-            if spawn.type not in types:
-                raise ConfigError(f"{key}.type: unknown unit type {spawn.type!r}{suggest(spawn.type, list(types))}")
-            if types[spawn.type].team != team:
-                raise ConfigError(f"{key}.type: {spawn.type!r} is a {types[spawn.type].team} type, not a {team}")
-            if not (0 <= spawn.x <= w and 0 <= spawn.y <= h):
-                raise ConfigError(f"{key}: position ({spawn.x}, {spawn.y}) is outside the {w}x{h} arena")
-            bands = types[spawn.type].altitude_bands
-            if spawn.altitude is not None and spawn.altitude >= bands:
-                raise ConfigError(f"{key}.altitude: band {spawn.altitude} but {spawn.type} has bands 0..{bands - 1}")
+            _check_spawn(spawn, team, f"{scenario_src}: {team}s.{i}", types, w, h)
     if not (0 <= sc.objective.x <= w and 0 <= sc.objective.y <= h):
         raise ConfigError(f"{scenario_src}: objective: ({sc.objective.x}, {sc.objective.y}) is outside the {w}x{h} arena")
+
+
+def _check_spawn(spawn: Spawn, team: str, key: str, types: Mapping[str, UnitType], w: float, h: float) -> None:
+    """One spawn of the scenario: a unit type of its team, inside the ``w`` x ``h`` arena, at one of its altitude bands.
+
+    :param key: where the spawn is, to name in errors
+    """
+    if spawn.type not in types:
+        raise ConfigError(f"{key}.type: unknown unit type {spawn.type!r}{suggest(spawn.type, list(types))}")
+    if types[spawn.type].team != team:
+        raise ConfigError(f"{key}.type: {spawn.type!r} is a {types[spawn.type].team} type, not a {team}")
+    if not (0 <= spawn.x <= w and 0 <= spawn.y <= h):
+        raise ConfigError(f"{key}: position ({spawn.x}, {spawn.y}) is outside the {w}x{h} arena")
+    bands = types[spawn.type].altitude_bands
+    if spawn.altitude is not None and spawn.altitude >= bands:
+        raise ConfigError(f"{key}.altitude: band {spawn.altitude} but {spawn.type} has bands 0..{bands - 1}")
 
 
 def get_setting(config: MissionConfig, key: str) -> Any:

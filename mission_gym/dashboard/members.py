@@ -192,30 +192,35 @@ def _branch_step(all_stages: Sequence[Stage], source: str, step: float | None) -
 
 
 def _fates(members: list[Member], all_stages: Sequence[Stage], status: str) -> None:
+    """Set each member's fate: what the last recorded stage that names it made of it, else its run's status."""
     by_name = {m.name: m for m in members}
     for stage in all_stages:
-        rec = stage.record
-        if rec is None:
-            continue
-        at = fmt_steps(stage.step)
-        for name in rec.get("failed") or []:
-            if name in by_name:
-                by_name[name].fate = f"failed at {at}"
-        kept = set(rec.get("kept") or [])
-        for score in rec.get("scores") or []:
-            m = by_name.get(str(score.get("member")))
-            if m is not None and not stage.final and m.name not in kept:
-                m.fate = f"cut at {at}"
-        if stage.final:
-            best = (rec.get("best") or {}).get("member")
-            for score in rec.get("scores") or []:
-                m = by_name.get(str(score.get("member")))
-                if m is not None:
-                    m.fate = "winner" if m.name == best else "runner-up"
+        if stage.record is not None:
+            _stage_fates(by_name, stage, stage.record)
     for m in members:
         if not m.fate:
             member_status = m.run.status if m.run is not None else "waiting"
             m.fate = "training" if status == "running" and member_status == "running" else member_status
+
+
+def _stage_fates(by_name: Mapping[str, Member], stage: Stage, rec: Mapping[str, Any]) -> None:
+    """Set the fate that one stage's record gives the members it names: failed or cut there, or at the end the winner
+    and the runners-up."""
+    at = fmt_steps(stage.step)
+    for name in rec.get("failed") or []:
+        if name in by_name:
+            by_name[name].fate = f"failed at {at}"
+    kept = set(rec.get("kept") or [])
+    for score in rec.get("scores") or []:
+        m = by_name.get(str(score.get("member")))
+        if m is not None and not stage.final and m.name not in kept:
+            m.fate = f"cut at {at}"
+    if stage.final:
+        best = (rec.get("best") or {}).get("member")
+        for score in rec.get("scores") or []:
+            m = by_name.get(str(score.get("member")))
+            if m is not None:
+                m.fate = "winner" if m.name == best else "runner-up"
 
 
 def branch_rows(x: np.ndarray, start: float | None) -> np.ndarray:

@@ -55,10 +55,21 @@ OUTCOME_COLORS = {"captured": "#16a34a", "timeout": "#f59e0b", "stalled": "#9ca3
 def run_charts(run: RunData) -> dict[str, list[str]]:
     """The run page's charts by section (sections with nothing logged are left out)."""
     p, x = run.progress, run.timesteps
-    ev = eval_points(run)
-    ex = ev.get("timesteps")
-    sections: dict[str, list[str]] = {}
+    # the win rate and the outcome mix have their charts under Learning
+    metrics = (k for k in p if k.startswith("mission/") and k != "mission/win_rate" and not k.startswith("mission/outcome_"))
+    sections = {
+        "Learning": _learning_charts(p, x, eval_points(run)),
+        "Reward terms (episode sums)": _small_charts(p, x, (k for k in p if k.startswith("reward/"))),
+        "Speed and hardware": _speed_charts(p, x),
+        "Episode metrics (mean over episodes ended in each rollout)": _small_charts(p, x, metrics, color=PALETTE[2]),
+        "PPO updates": _small_charts(p, x, (k for k in p if k.startswith("train/")), color=PALETTE[4]),
+    }
+    return {title: charts for title, charts in sections.items() if charts}
 
+
+def _learning_charts(p: Mapping[str, np.ndarray], x: np.ndarray, ev: Mapping[str, np.ndarray]) -> list[str]:
+    """Episode return and win rate (rollouts beside evaluations), the outcome mix and the episode length."""
+    ex = ev.get("timesteps")
     learning: list[str] = []
     ret = [Series("rollout return (mean)", x, v) for v in [col(p, "rollout/ep_rew_mean")] if v is not None]
     if ex is not None and "mean_return" in ev:
@@ -73,24 +84,28 @@ def run_charts(run: RunData) -> dict[str, list[str]]:
         win.append(Series("evaluation (95% CI)", ex, ev["win_rate"], kind="points", lo=lo, hi=hi, color=PALETTE[1]))
     if win:
         learning.append(line_chart(win, "Win rate", y_range=(0.0, 1.0), y_fmt="percent", chart_id="win_rate"))
+    outcomes = _outcome_chart(p, x)
+    if outcomes is not None:
+        learning.append(outcomes)
+    if (v := col(p, "rollout/ep_len_mean")) is not None:
+        learning.append(line_chart([Series("episode length (mean)", x, v)], "Episode length (steps)", chart_id="ep_len"))
+    return learning
+
+
+def _outcome_chart(p: Mapping[str, np.ndarray], x: np.ndarray) -> str | None:
+    """The share of each outcome among each rollout's episodes, stacked; None when the run logged none."""
     found = {k.split("mission/outcome_", 1)[1]: v for k, v in p.items() if k.startswith("mission/outcome_")}
     # wins at the bottom, then the known failure reasons, then anything newer
     order = [o for o in OUTCOME_COLORS if o in found] + sorted(o for o in found if o not in OUTCOME_COLORS)
     outcomes = {o: found[o] for o in order}
-    if any(np.isfinite(v).any() for v in outcomes.values()):
-        title = "Outcome mix (share of episodes per rollout)"
-        learning.append(stacked_chart(x, outcomes, title, chart_id="outcomes", colors=OUTCOME_COLORS))
-    if (v := col(p, "rollout/ep_len_mean")) is not None:
-        learning.append(line_chart([Series("episode length (mean)", x, v)], "Episode length (steps)", chart_id="ep_len"))
-    sections["Learning"] = learning
+    if not any(np.isfinite(v).any() for v in outcomes.values()):
+        return None
+    title = "Outcome mix (share of episodes per rollout)"
+    return stacked_chart(x, outcomes, title, chart_id="outcomes", colors=OUTCOME_COLORS)
 
-    terms = sorted(k for k in p if k.startswith("reward/") and col(p, k) is not None)
-    if terms:
-        sections["Reward terms (episode sums)"] = [
-            line_chart([Series(k.split("/", 1)[1], x, p[k])], k.split("/", 1)[1], chart_id=k, width=320, height=180)
-            for k in terms
-        ]
 
+def _speed_charts(p: Mapping[str, np.ndarray], x: np.ndarray) -> list[str]:
+    """Throughput, seconds per iteration by phase, utilisation and memory, each when the run logged it."""
     speed: list[str] = []
     if (v := col(p, "time/fps")) is not None:
         speed.append(line_chart([Series("env steps / s", x, v)], "Training throughput (FPS)", chart_id="fps"))
@@ -111,31 +126,15 @@ def run_charts(run: RunData) -> dict[str, list[str]]:
     ]
     if mem:
         speed.append(line_chart(mem, "Memory (MB)", y_range=(0.0, None), chart_id="memory"))
-    if speed:
-        sections["Speed and hardware"] = speed
+    return speed
 
-    skip = {"mission/win_rate"}
-    metrics = sorted(
-        k
-        for k in p
-        if k.startswith("mission/") and k not in skip and not k.startswith("mission/outcome_") and col(p, k) is not None
-    )
-    if metrics:
-        sections["Episode metrics (mean over episodes ended in each rollout)"] = [
-            line_chart(
-                [Series(k.split("/", 1)[1], x, p[k], color=PALETTE[2])], k.split("/", 1)[1], chart_id=k, width=320, height=180
-            )
-            for k in metrics
-        ]
-    ppo = sorted(k for k in p if k.startswith("train/") and col(p, k) is not None)
-    if ppo:
-        sections["PPO updates"] = [
-            line_chart(
-                [Series(k.split("/", 1)[1], x, p[k], color=PALETTE[4])], k.split("/", 1)[1], chart_id=k, width=320, height=180
-            )
-            for k in ppo
-        ]
-    return sections
+
+def _small_charts(p: Mapping[str, np.ndarray], x: np.ndarray, keys: Iterable[str], color: str | None = None) -> list[str]:
+    """One small chart per column in ``keys`` that has a value, in name order, titled by its name after the prefix."""
+    return [
+        line_chart([Series(k.split("/", 1)[1], x, p[k], color=color)], k.split("/", 1)[1], chart_id=k, width=320, height=180)
+        for k in sorted(k for k in keys if col(p, k) is not None)
+    ]
 
 
 def _data_url(path: Path) -> str | None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -64,36 +64,50 @@ def read_csv_columns(path: str | Path) -> dict[str, np.ndarray]:
             header = f.readline()
             if not header.endswith(b"\n"):
                 return {}
-            cached = _CSV_CACHE.get(key)
-            size = os.fstat(f.fileno()).st_size
-            if cached is not None and size >= cached.offset and cached.tail:
-                f.seek(cached.offset - len(cached.tail))
-                if f.read(len(cached.tail)) != cached.tail:
-                    cached = None
-            if cached is None or cached.header != header.decode("utf-8", "replace") or size < cached.offset:
-                columns = next(csv.reader([header.decode("utf-8", "replace")]), [])
-                cached = _CsvCache(header.decode("utf-8", "replace"), columns, len(header), [])
+            cached = _current_cache(f, key, header)
             f.seek(cached.offset)
             new = f.read()
     except OSError:
         return {}
-    complete = new[: new.rfind(b"\n") + 1]  # a row still being written waits for the next call
-    n_cols = len(cached.columns)
-    if complete:
-        for row in csv.reader(io.StringIO(complete.decode("utf-8", "replace"))):
-            if row:
-                values = np.full(n_cols, np.nan)
-                for j, cell in enumerate(row[:n_cols]):
-                    if cell:
-                        values[j] = _to_float(cell)
-                cached.rows.append(values)
-        cached.offset += len(complete)
-        cached.tail = complete[-64:]
+    _append_rows(cached, new)
     _CSV_CACHE[key] = cached
     if not cached.rows:
         return {c: np.zeros(0) for c in cached.columns}
     table = np.vstack(cached.rows)
     return {c: table[:, j] for j, c in enumerate(cached.columns)}
+
+
+def _current_cache(f: BinaryIO, key: str, header: bytes) -> _CsvCache:
+    """The cache of the open file ``f`` when the file has only grown since (same header, same bytes before the cached
+    offset), else a fresh one that reads it from its first row."""
+    cached = _CSV_CACHE.get(key)
+    size = os.fstat(f.fileno()).st_size
+    if cached is not None and size >= cached.offset and cached.tail:
+        f.seek(cached.offset - len(cached.tail))
+        if f.read(len(cached.tail)) != cached.tail:
+            cached = None
+    if cached is None or cached.header != header.decode("utf-8", "replace") or size < cached.offset:
+        columns = next(csv.reader([header.decode("utf-8", "replace")]), [])
+        cached = _CsvCache(header.decode("utf-8", "replace"), columns, len(header), [])
+    return cached
+
+
+def _append_rows(cached: _CsvCache, new: bytes) -> None:
+    """Parse the complete rows of ``new`` (the bytes after the cached offset) into the cache and move its offset past
+    them."""
+    complete = new[: new.rfind(b"\n") + 1]  # a row still being written waits for the next call
+    if not complete:
+        return
+    n_cols = len(cached.columns)
+    for row in csv.reader(io.StringIO(complete.decode("utf-8", "replace"))):
+        if row:
+            values = np.full(n_cols, np.nan)
+            for j, cell in enumerate(row[:n_cols]):
+                if cell:
+                    values[j] = _to_float(cell)
+            cached.rows.append(values)
+    cached.offset += len(complete)
+    cached.tail = complete[-64:]
 
 
 def read_text(path: str | Path, limit: int = 200_000) -> str | None:

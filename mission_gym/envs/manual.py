@@ -80,6 +80,11 @@ class KeyboardController:
             return None
         if event.type != k.KEYDOWN:
             return None
+        return self._key_down(event)
+
+    def _key_down(self, event: Any) -> str | None:
+        """Act on one key press: quit, reset, steer, queue a TAG or SCAN, or change the selection."""
+        k = self.pg
         key = event.key
         if key in (k.K_ESCAPE, k.K_q):
             return "quit"
@@ -92,7 +97,15 @@ class KeyboardController:
             self._one_shot = A_TAG
         elif key == k.K_e:
             self._one_shot = A_SCAN
-        elif key == k.K_TAB:
+        else:
+            self._select_by_key(event)
+        return None
+
+    def _select_by_key(self, event: Any) -> None:
+        """Change the selection: Tab / Shift+Tab the next / previous attacker, 0 or ` all of them, 1-9 that one."""
+        k = self.pg
+        key = event.key
+        if key == k.K_TAB:
             back = bool(getattr(event, "mod", 0) & k.KMOD_SHIFT)
             start = 0 if self.selected is None else self.selected
             self._select((start + (-1 if back else 1)) % self.n)
@@ -100,7 +113,6 @@ class KeyboardController:
             self._select(None)
         elif k.K_1 <= key <= k.K_9 and key - k.K_1 < self.n:
             self._select(key - k.K_1)
-        return None
 
     def _select(self, unit: int | None) -> None:
         self.selected = unit

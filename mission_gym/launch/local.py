@@ -415,10 +415,28 @@ class LocalLauncher:
         )
 
     def _shutdown(self, live) -> None:
+        """Cancel the pending jobs, signal the running ones to stop (each saves a checkpoint) and wait for them; kill
+        those still running at the stop timeout or at another signal."""
         sig = signal.SIGTERM if self.stop_signal in (signal.SIGTERM, getattr(signal, "SIGHUP", -1)) else signal.SIGINT
         for r in self.records:
             if r.state == "pending":
                 r.state, r.reason = "cancelled", "launch stopped before it started"
+        self._signal_running(sig)
+        deadline = time.monotonic() + self.stop_timeout
+        seen_signals = self._signal_count
+        last_draw = 0.0
+        while any(r.state == "stopping" for r in self.records):
+            self._reap()
+            if self._signal_count > seen_signals or time.monotonic() > deadline:
+                self._kill_stopping()
+                break
+            if time.monotonic() - last_draw >= 1.0:
+                self._draw(live)
+                last_draw = time.monotonic()
+            time.sleep(0.1)
+
+    def _signal_running(self, sig: int) -> None:
+        """Send ``sig`` to every running job and mark it stopping."""
         stopping = [r for r in self.records if r.state == "running"]
         if stopping:
             self._event(
@@ -431,19 +449,11 @@ class LocalLauncher:
                 self._procs[r.name].send_signal(sig)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + self.stop_timeout
-        seen_signals = self._signal_count
-        last_draw = 0.0
-        while any(r.state == "stopping" for r in self.records):
-            self._reap()
-            if self._signal_count > seen_signals or time.monotonic() > deadline:
-                for r in self.records:
-                    if r.state == "stopping":
-                        self._killed.add(r.name)
-                        kill_group(self._procs[r.name].pid)
-                        self._finish(r, self._procs[r.name].wait())
-                break
-            if time.monotonic() - last_draw >= 1.0:
-                self._draw(live)
-                last_draw = time.monotonic()
-            time.sleep(0.1)
+
+    def _kill_stopping(self) -> None:
+        """Kill the process group of every job still stopping and record it as killed."""
+        for r in self.records:
+            if r.state == "stopping":
+                self._killed.add(r.name)
+                kill_group(self._procs[r.name].pid)
+                self._finish(r, self._procs[r.name].wait())

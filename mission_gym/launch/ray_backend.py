@@ -191,7 +191,8 @@ def run_ray(
             )
             with view:
                 extra = () if memory_check else ("--no-memory-check",)  # Ray admits by memory, or nothing does
-                _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module, extra)
+                driver = _Driver(ray, remote, records, options, max_parallel, stop_timeout, state, view, console)
+                driver.run(module, extra)
     finally:
         if started_here:
             ray.shutdown()
@@ -200,84 +201,137 @@ def run_ray(
     return records, state["signal"]
 
 
-def _drive(ray, remote, records, options, max_parallel, stop_timeout, state, view, console, module, extra=()) -> None:
-    pending = [r for r in records if r.state == "pending"]
-    inflight: dict[Any, JobRecord] = {}
-    last_draw = 0.0
+class _Driver:
+    """The Ray launch's event loop: submits the jobs as Ray tasks, collects their results, and on a signal stops them.
 
-    def event(text: str) -> None:
-        console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {text}", highlight=False, soft_wrap=True)
+    ``state`` is :func:`run_ray`'s signal state (the first signal and how many came), which its handler updates.
+    """
 
-    def draw() -> None:
-        for r in records:
+    def __init__(
+        self,
+        ray: Any,
+        remote: Any,
+        records: list[JobRecord],
+        options: dict[str, dict[str, Any]],
+        max_parallel: int | None,
+        stop_timeout: float,
+        state: dict[str, Any],
+        view: Any,
+        console: Console,
+    ) -> None:
+        self.ray = ray
+        self.remote = remote
+        self.records = records
+        self.options = options
+        self.max_parallel = max_parallel
+        self.stop_timeout = stop_timeout
+        self.state = state
+        self.view = view
+        self.console = console
+        self.pending = [r for r in records if r.state == "pending"]
+        self.inflight: dict[Any, JobRecord] = {}
+
+    def run(self, module: str, extra: Sequence[str] = ()) -> None:
+        """Submit and collect until every job has ended or a signal came, then stop what is left."""
+        last_draw = 0.0
+        while (self.pending or self.inflight) and self.state["signal"] is None:
+            self._submit(module, extra)
+            self._collect_done()
+            if time.monotonic() - last_draw >= 1.0:
+                self._draw()
+                last_draw = time.monotonic()
+        if self.state["signal"] is not None:
+            self._stop()
+        self._draw()
+
+    def _event(self, text: str) -> None:
+        self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {text}", highlight=False, soft_wrap=True)
+
+    def _draw(self) -> None:
+        """Mark the submitted jobs whose log has appeared as running, refresh their progress and redraw the table."""
+        for r in self.records:
             if r.state == "submitted" and r.log_path.exists():
                 r.state, r.started = "running", r.started or time.time()
             if r.state in ("running", "stopping") or r.finished:
                 r.refresh_progress()
-        if isinstance(view, Live):
-            view.update(status_table(records), refresh=True)
+        if isinstance(self.view, Live):
+            self.view.update(status_table(self.records), refresh=True)
 
-    def collect(ref: Any, killed: bool = False) -> None:
-        r = inflight.pop(ref)
+    def _submit(self, module: str, extra: Sequence[str]) -> None:
+        """Submit pending jobs while fewer than ``max_parallel`` are in flight."""
+        while self.pending and (self.max_parallel is None or len(self.inflight) < self.max_parallel):
+            r = self.pending.pop(0)
+            opts = self.options[r.name]
+            threads = max(1, math.ceil(opts["num_cpus"]))
+            args = r.job.train_args(r.run_dir.parent, threads) + [a for a in extra if a not in r.job.args]
+            self.inflight[self.remote.options(**opts).remote(args, str(r.log_path), threads, self.stop_timeout, module)] = r
+            r.state = "submitted"
+            self._event(f"submitted {r.name} log {r.log_path}")
+
+    def _collect_done(self) -> None:
+        """Collect a task that has ended, waiting up to half a second for one."""
+        done, _ = self.ray.wait(list(self.inflight), num_returns=1, timeout=0.5)
+        for ref in done:
+            self._collect(ref)
+
+    def _collect(self, ref: Any, killed: bool = False) -> None:
+        """Take an ended (or cancelled) task out of flight, record how it ended and say so."""
+        r = self.inflight.pop(ref)
         try:
-            res = ray.get(ref)
+            res = self.ray.get(ref)
         except Exception as exc:  # cancelled, or the task itself died
-            r.ended = time.time()
-            cancelled = isinstance(exc, ray.exceptions.TaskCancelledError) or state["signal"] is not None
-            r.state = "killed" if killed else "interrupted" if cancelled else "failed"
-            r.reason = "stopped by a signal" if cancelled else f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+            self._task_raised(r, exc, killed)
         else:
-            r.returncode, r.node, r.pid = res["returncode"], res["node"], res["pid"]
-            r.started, r.ended = res["started"], res["ended"]
-            rc = r.returncode
-            if rc == 0:
-                r.state = "done"
-            elif rc in INTERRUPTED_CODES:
-                r.state, r.reason = "interrupted", "stopped by a signal (checkpoint saved by train_ppo)"
-            elif state["signal"] is not None:
-                r.state, r.reason = "killed", f"did not stop within {stop_timeout:g}s of the signal; killed"
-            else:
-                r.state, r.reason = "failed", res["reason"]
+            self._task_returned(r, res)
         r.refresh_progress()
-        event(
+        self._event(
             f"{r.state} {r.name}"
             + (f" (exit {r.returncode})" if r.returncode is not None else "")
             + (f": {r.reason}" if r.state == "failed" else "")
         )
 
-    while (pending or inflight) and state["signal"] is None:
-        while pending and (max_parallel is None or len(inflight) < max_parallel):
-            r = pending.pop(0)
-            threads = max(1, math.ceil(options[r.name]["num_cpus"]))
-            args = r.job.train_args(r.run_dir.parent, threads) + [a for a in extra if a not in r.job.args]
-            inflight[remote.options(**options[r.name]).remote(args, str(r.log_path), threads, stop_timeout, module)] = r
-            r.state = "submitted"
-            event(f"submitted {r.name} log {r.log_path}")
-        done, _ = ray.wait(list(inflight), num_returns=1, timeout=0.5)
-        for ref in done:
-            collect(ref)
-        if time.monotonic() - last_draw >= 1.0:
-            draw()
-            last_draw = time.monotonic()
+    def _task_raised(self, r: JobRecord, exc: Exception, killed: bool) -> None:
+        """A task with no result: killed by the launch, cancelled by a signal, or dead of its own."""
+        r.ended = time.time()
+        cancelled = isinstance(exc, self.ray.exceptions.TaskCancelledError) or self.state["signal"] is not None
+        r.state = "killed" if killed else "interrupted" if cancelled else "failed"
+        r.reason = "stopped by a signal" if cancelled else f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
 
-    if state["signal"] is not None:
-        for r in pending:
+    def _task_returned(self, r: JobRecord, res: dict[str, Any]) -> None:
+        """A task's result (:func:`run_job_task`'s dict): its process's details and its state by its exit code."""
+        r.returncode, r.node, r.pid = res["returncode"], res["node"], res["pid"]
+        r.started, r.ended = res["started"], res["ended"]
+        rc = r.returncode
+        if rc == 0:
+            r.state = "done"
+        elif rc in INTERRUPTED_CODES:
+            r.state, r.reason = "interrupted", "stopped by a signal (checkpoint saved by train_ppo)"
+        elif self.state["signal"] is not None:
+            r.state, r.reason = "killed", f"did not stop within {self.stop_timeout:g}s of the signal; killed"
+        else:
+            r.state, r.reason = "failed", res["reason"]
+
+    def _stop(self) -> None:
+        """Cancel the jobs not submitted, cancel the tasks in flight (each saves a checkpoint) and collect them until
+        the stop timeout or another signal, then kill what is left."""
+        for r in self.pending:
             r.state, r.reason = "cancelled", "launch stopped before it started"
-        if inflight:
-            event(f"stopping {len(inflight)} job(s); each saves a checkpoint (up to {stop_timeout:g}s)")
-        for ref, r in inflight.items():
+        if self.inflight:
+            self._event(f"stopping {len(self.inflight)} job(s); each saves a checkpoint (up to {self.stop_timeout:g}s)")
+        for ref, r in self.inflight.items():
             r.state = "stopping"
-            ray.cancel(ref)
-        seen = state["count"]
-        deadline = time.monotonic() + stop_timeout + 5.0
-        while inflight and time.monotonic() < deadline and state["count"] == seen:
-            done, _ = ray.wait(list(inflight), num_returns=1, timeout=0.5)
-            for ref in done:
-                collect(ref)
-        for ref in list(inflight):
-            ray.cancel(ref, force=True)  # the worker dies; its train_ppo gets SIGTERM from the kernel and stops
+            self.ray.cancel(ref)
+        seen = self.state["count"]
+        deadline = time.monotonic() + self.stop_timeout + 5.0
+        while self.inflight and time.monotonic() < deadline and self.state["count"] == seen:
+            self._collect_done()
+        self._kill_inflight()
+
+    def _kill_inflight(self) -> None:
+        """Force-cancel every task still in flight and collect it as killed."""
+        for ref in list(self.inflight):
+            self.ray.cancel(ref, force=True)  # the worker dies; its train_ppo gets SIGTERM from the kernel and stops
             try:
-                ray.wait([ref], timeout=10.0)
+                self.ray.wait([ref], timeout=10.0)
             finally:
-                collect(ref, killed=True)
-    draw()
+                self._collect(ref, killed=True)

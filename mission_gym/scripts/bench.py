@@ -340,26 +340,35 @@ def build_parser() -> CliParser:
     return p
 
 
-def _train_mode(args: argparse.Namespace) -> int:
-    from mission_gym.hardware import detect_hardware
-
+def _train_refusal(args: argparse.Namespace) -> str | None:
+    """Why --mode train cannot run with these flags (one line), or None."""
     bad = [k for k in args.vec_env or [] if k not in TRAIN_KINDS]
     if bad:
-        return fail(f"--vec-env {bad[0]!r} is not valid for --mode train{suggest(bad[0], list(TRAIN_KINDS))}; "
-                    f"valid: {', '.join(TRAIN_KINDS)}")  # fmt: skip
+        return (f"--vec-env {bad[0]!r} is not valid for --mode train{suggest(bad[0], list(TRAIN_KINDS))}; "
+                f"valid: {', '.join(TRAIN_KINDS)}")  # fmt: skip
     for name in args.preset:
         problem = preset_problem(name)
         if problem:
-            return fail(problem)
+            return problem
     if args.rollouts < 1:
-        return fail(f"--rollouts must be >= 1, got {args.rollouts}")
+        return f"--rollouts must be >= 1, got {args.rollouts}"
+    device = args.device
+    if device != "auto" and not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
+        return f"--device {device!r} is not valid; use auto, cpu, cuda or cuda:N"
+    if args.num_threads < 1:
+        return f"--num-threads must be >= 1, got {args.num_threads}"
+    return None
+
+
+def _train_mode(args: argparse.Namespace) -> int:
+    from mission_gym.hardware import detect_hardware
+
+    refusal = _train_refusal(args)
+    if refusal is not None:
+        return fail(refusal)
     device = args.device
     if device == "auto":
         device = "cuda" if detect_hardware().gpu_mem_gb else "cpu"
-    elif not (device == "cpu" or device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit())):
-        return fail(f"--device {device!r} is not valid; use auto, cpu, cuda or cuda:N")
-    if args.num_threads < 1:
-        return fail(f"--num-threads must be >= 1, got {args.num_threads}")
     n_envs: list[int | None] = sorted(set(args.n_envs)) if args.n_envs else [None]
     kinds: list[str | None] = list(args.vec_env) if args.vec_env else [None]
     rows = run_train_sweep(args.preset, kinds, n_envs, args.rollouts, device, args.seconds, args.max_subproc,

@@ -10,6 +10,7 @@ Ctrl-C/SIGTERM (every job is told to save a checkpoint and stop first). See docs
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import time
@@ -124,19 +125,27 @@ def _jobs(args, extra: list[str]) -> list[Job]:
     return jobs
 
 
+def _refusal(args: argparse.Namespace) -> str | None:
+    """Why the launch flags cannot run (a number out of range, a Ray flag without Ray), or None."""
+    for flag, value, low in (("--max-parallel", args.max_parallel, 1), ("--cpus-per-job", args.cpus_per_job, 1)):
+        if value is not None and value < low:
+            return f"{flag} must be >= {low} (got {value})"
+    if args.gpus_per_job is not None and args.gpus_per_job < 0:
+        return f"--gpus-per-job must be >= 0 (got {args.gpus_per_job:g})"
+    if args.stop_timeout < 0:
+        return f"--stop-timeout must be >= 0 (got {args.stop_timeout:g})"
+    if args.ray_address and args.backend != "ray":
+        return "--ray-address needs --backend ray"
+    return None
+
+
 @one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     own, extra = _split_passthrough(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(own)
-    for flag, value, low in (("--max-parallel", args.max_parallel, 1), ("--cpus-per-job", args.cpus_per_job, 1)):
-        if value is not None and value < low:
-            return fail(f"{flag} must be >= {low} (got {value})")
-    if args.gpus_per_job is not None and args.gpus_per_job < 0:
-        return fail(f"--gpus-per-job must be >= 0 (got {args.gpus_per_job:g})")
-    if args.stop_timeout < 0:
-        return fail(f"--stop-timeout must be >= 0 (got {args.stop_timeout:g})")
-    if args.ray_address and args.backend != "ray":
-        return fail("--ray-address needs --backend ray")
+    refusal = _refusal(args)
+    if refusal is not None:
+        return fail(refusal)
     try:
         jobs = _jobs(args, extra)
     except ConfigError as exc:
@@ -150,32 +159,41 @@ def main(argv: list[str] | None = None) -> int:
             "(--name, or the file's names) or use another --runs-dir"
         )
     console = Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=160)
-
     if args.backend == "ray":
-        from mission_gym.launch.ray_backend import RayUnavailable, run_ray
+        return _launch_ray(args, jobs, runs_dir, console)
+    return _launch_local(args, jobs, runs_dir, console)
 
-        if args.dry_run:
-            for j in jobs:
-                console.print(f"{j.name}: {describe(j, runs_dir)}", soft_wrap=True)
-            return 0
-        launch_dir = _launch_dir(runs_dir)
-        try:
-            records, stop = run_ray(
-                jobs,
-                runs_dir,
-                launch_dir,
-                address=args.ray_address,
-                max_parallel=args.max_parallel,
-                memory_check=not args.no_memory_check,
-                stop_timeout=args.stop_timeout,
-                console=console,
-                live=not args.no_live,
-            )
-        except RayUnavailable as exc:
-            return fail(str(exc))
-        _write_pages(launch_dir, runs_dir, console)
-        return _status(records, stop)
 
+def _launch_ray(args: argparse.Namespace, jobs: list[Job], runs_dir: Path, console: Console) -> int:
+    """Run the jobs as Ray tasks (or print them with --dry-run); the command's exit status."""
+    from mission_gym.launch.ray_backend import RayUnavailable, run_ray
+
+    if args.dry_run:
+        for j in jobs:
+            console.print(f"{j.name}: {describe(j, runs_dir)}", soft_wrap=True)
+        return 0
+    launch_dir = _launch_dir(runs_dir)
+    try:
+        records, stop = run_ray(
+            jobs,
+            runs_dir,
+            launch_dir,
+            address=args.ray_address,
+            max_parallel=args.max_parallel,
+            memory_check=not args.no_memory_check,
+            stop_timeout=args.stop_timeout,
+            console=console,
+            live=not args.no_live,
+        )
+    except RayUnavailable as exc:
+        return fail(str(exc))
+    _write_pages(launch_dir, runs_dir, console)
+    return _status(records, stop)
+
+
+def _launch_local(args: argparse.Namespace, jobs: list[Job], runs_dir: Path, console: Console) -> int:
+    """Run the jobs as subprocesses on this machine (or print them and their estimates with --dry-run); the
+    command's exit status."""
     from mission_gym.launch.local import LocalLauncher
     from mission_gym.launch.resources import default_max_parallel
 

@@ -55,6 +55,25 @@ def build_parser() -> CliParser:
     return p
 
 
+def _refusal(args: argparse.Namespace) -> str | None:
+    """Why the command line cannot run as a search (a flag a search does not take, a count out of range), or None."""
+    given = [f for f in NOT_FOR_SEARCH if getattr(args, f) is not None]
+    if given:
+        return f"--{given[0].replace('_', '-')} does not apply to a search (each trial is a new run)"
+    if args.track:
+        return "--track does not apply to a search (track the best configuration's run: mission-train --track)"
+    if args.backend != "local":
+        return "--backend ray does not apply to a search; start several mission-search processes on one --storage"
+    for flag, value in (
+        ("--n-trials", args.n_trials),
+        ("--n-startup-trials", args.n_startup_trials),
+        ("--n-evaluations", args.n_evaluations),
+    ):
+        if value is not None and value < (0 if flag == "--n-startup-trials" else 1):
+            return f"{flag} {value}: expected a positive number"
+    return None
+
+
 @one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -66,23 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     from mission_gym.settings.overrides import apply_overrides
     from mission_gym.sharing.search import Search, load_space
 
+    refusal = _refusal(args)
+    if refusal is not None:
+        return fail(refusal)
     try:
-        given = [f for f in NOT_FOR_SEARCH if getattr(args, f) is not None]
-        if given:
-            raise ConfigError(f"--{given[0].replace('_', '-')} does not apply to a search (each trial is a new run)")
-        if args.track:
-            raise ConfigError("--track does not apply to a search (track the best configuration's run: mission-train --track)")
-        if args.backend != "local":
-            raise ConfigError(
-                "--backend ray does not apply to a search; start several mission-search processes on one --storage"
-            )
-        for flag, value in (
-            ("--n-trials", args.n_trials),
-            ("--n-startup-trials", args.n_startup_trials),
-            ("--n-evaluations", args.n_evaluations),
-        ):
-            if value is not None and value < (0 if flag == "--n-startup-trials" else 1):
-                raise ConfigError(f"{flag} {value}: expected a positive number")
         require("optuna", "mission-search")
         base, notes = config_from_args(args)
         if args.n_evaluations:

@@ -72,8 +72,11 @@ def _steer(
     u[e, i, U_TGT_SPEED] = speed
 
 
+# Numba kernel: every defender of one env in one compiled loop; the branches are the defender rules in the
+# spec's order (random move, engage, guard, chase or intercept a seen or remembered attacker, patrol), each ending
+# the unit's turn.
 @njit(cache=True)
-def defenders_decide(
+def defenders_decide(  # noqa: C901
     u: np.ndarray,
     up: np.ndarray,
     ev: np.ndarray,

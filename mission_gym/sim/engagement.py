@@ -72,8 +72,10 @@ def find_tag_target(
     return best, best_d
 
 
+# Numba kernel: every unit of one env in one compiled pass; fire, then damage, then disable, in the spec's
+# order so that simultaneous shots all land.
 @njit(cache=True)
-def resolve_tags(
+def resolve_tags(  # noqa: C901
     u: np.ndarray, up: np.ndarray, e: int, circles: np.ndarray, rects: np.ndarray, cfg: np.ndarray, stats: np.ndarray
 ) -> None:
     """Fire every ready, requested beam of env ``e`` and apply the damage.

@@ -226,8 +226,10 @@ def capture_tick(u: np.ndarray, up: np.ndarray, ev: np.ndarray, e: int, n_a: int
     ev[e, E_CAPTURE] = cap
 
 
+# Numba kernel: the end of one env's step in one compiled function; its branches are the reward terms, stall
+# and outcome rules in the spec's order, and a call per branch would cost the hot path.
 @njit(cache=True)
-def finish_step(
+def finish_step(  # noqa: C901
     u: np.ndarray,
     up: np.ndarray,
     ev: np.ndarray,

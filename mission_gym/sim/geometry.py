@@ -166,8 +166,10 @@ def segment_blocked(x0: float, y0: float, x1: float, y1: float, circles: np.ndar
     return False
 
 
+# Numba kernel in the lidar's inner loop: walls, circles and rectangles in one compiled pass, the branches are
+# the slab and quadratic tests.
 @njit(cache=True)
-def _ray_cast(
+def _ray_cast(  # noqa: C901
     x: float,
     y: float,
     dx: float,

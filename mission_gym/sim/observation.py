@@ -49,8 +49,10 @@ from mission_gym.sim.layout import (
 )
 
 
+# Numba kernel: one env's observation written in layout order in one compiled pass; the branches are the
+# layout's optional blocks and unseen-slot zeros.
 @njit(cache=True)
-def write_observation(
+def write_observation(  # noqa: C901
     obs: np.ndarray,
     u: np.ndarray,
     up: np.ndarray,

@@ -63,8 +63,10 @@ def both_grounded(u: np.ndarray, up: np.ndarray, e: int, i: int, j: int) -> bool
     return (up[i, P_AIR] == 0.0 or u[e, i, U_ALT] == 0.0) and (up[j, P_AIR] == 0.0 or u[e, j, U_ALT] == 0.0)
 
 
+# Numba kernel called per unit pair: each sensor's rules (range, field of view, line of sight, kind) in the
+# spec's order, one compiled loop that stops at the first exact sighting.
 @njit(cache=True)
-def unit_sees(
+def unit_sees(  # noqa: C901
     u: np.ndarray,
     up: np.ndarray,
     sp: np.ndarray,
