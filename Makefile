@@ -1,5 +1,5 @@
 # Two commands for a fresh clone:  `make train` (set up, then train with the preset that suits this machine:
-# on 2 CPU cores about half an hour, see README.md) and `make test` (set up, then lint and the default test suite).
+# on 2 CPU cores about 20 minutes, see README.md) and `make test` (set up, then lint and the default test suite).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -33,8 +33,10 @@ $(DEV_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(DEV_STAMP)
 
+# `make train RUN_ARGS="--resume RUN"` continues a stopped run: a resumed run keeps its own configuration and
+# train_ppo refuses a preset beside --resume, so `--preset auto` is left out then.
 train: setup
-	$(BIN)/python -m mission_gym.scripts.train_ppo --preset auto $(if $(TIMESTEPS),--timesteps $(TIMESTEPS)) $(RUN_ARGS)
+	$(BIN)/python -m mission_gym.scripts.train_ppo $(if $(filter --resume --resume=%,$(RUN_ARGS)),,--preset auto) $(if $(TIMESTEPS),--timesteps $(TIMESTEPS)) $(RUN_ARGS)
 
 test: lint
 	$(BIN)/python -m pytest -q

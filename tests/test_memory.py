@@ -291,7 +291,7 @@ def test_cli_measure_tiny_run(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "gpu_gb,cores,ram_gb,expected",
     [
-        (80.0, 16, 128.0, "beast"),  # 32 members, 16 at a time: a member per core, all on the card
+        (80.0, 16, 128.0, "beast"),  # 32 members in one batched learner, a core for every two
         (80.0, 8, 64.0, "heavy"),
         (24.0, 4, 32.0, "fast"),
         (80.0, 16, 20.0, "beast"),  # one process holds the batched members: about 2 GiB of host RAM, one CUDA context

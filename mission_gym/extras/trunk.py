@@ -5,8 +5,8 @@ MLP of ``network_arch`` (the trunk) is SB3's shared features extractor, and the 
 layers on its output, so each forward and backward pass does about half the arithmetic, and the value loss shapes
 the features the policy uses. On Mission Gym's default scenario it trains about 1.25× the steps per second of two
 [128, 128] networks and its members take off sooner, but the agents it ends with win no more: the committed preset
-with it won 82.0% and 80.0% on seeds 1-2, below its two networks (docs/experiments.md, "Status against issue 4"), so
-no preset uses it.
+with it won 82.0% and 80.0% on seeds 1-2, below its two networks (docs/experiments.md, "The `cpu` recipe, newest
+first"), so no preset uses it.
 """
 
 from __future__ import annotations

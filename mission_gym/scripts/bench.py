@@ -317,7 +317,7 @@ def build_parser() -> CliParser:
     p.add_argument(
         "--no-mps",
         action="store_true",
-        help="--mode placement on CUDA: the members time-slice the GPU instead of sharing it through MPS",
+        help="--mode placement and population on CUDA: member processes time-slice the GPU instead of sharing it through MPS",
     )
     p.add_argument("--plot", type=Path, default=None, metavar="PNG", help="--mode train: also draw FPS and memory to PNG")
     p.add_argument("--train-worker", default=None, help=argparse.SUPPRESS)

@@ -51,8 +51,8 @@ def run_placements(
     preset: str, placements: list[tuple[int, int]], rollouts: int, device: str, mps: bool = True
 ) -> list[dict[str, object]]:
     """Each (members, threads): that many train workers of ``preset`` at once, each with ``threads`` learner threads
-    pinned to its own ``threads`` cores (round-robin over this process's cores), the way a population runs them
-    (on CUDA sharing the GPU through MPS as a population's members do, unless ``mps`` is False); the rows give each
+    pinned to its own ``threads`` cores (round-robin over this process's cores), the way a population's member
+    processes run (on CUDA sharing the GPU through MPS as they do, unless ``mps`` is False); the rows give each
     member's steps/s and the machine's total."""
     from mission_gym.launch import mps as gpu_mps
 

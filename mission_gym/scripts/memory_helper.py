@@ -82,7 +82,7 @@ def compare(presets: dict[str, Any]) -> None:
         [
             "preset",
             "members",
-            "at once",
+            "at once (cpu)",
             "n_envs×n_steps",
             "batch",
             "network",

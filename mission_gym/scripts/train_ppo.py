@@ -56,8 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     machine.add_argument(
         "--no-mps",
         action="store_true",
-        help="a population's members on one GPU time-slice it; by default they share it through a private MPS "
-        "daemon, about 3x the steps/s (docs/gpu-guide.md)",
+        help="with population.learner processes, member processes on one GPU time-slice it instead of sharing it "
+        "through a private MPS daemon (docs/gpu-guide.md); the default learner on CUDA is one process and uses none",
     )
     run.add_argument("--run-name", metavar="NAME", help="directory name under --runs-dir [<env>_<preset>_<time>]")
     run.add_argument("--notes", metavar="TEXT", help="free text stored in lineage.json")
@@ -248,8 +248,8 @@ def _train_run(trainer: Any, args: argparse.Namespace) -> int:
 
 
 _TRACK_POPULATION = (
-    "--track sends a single run; this is a population run, whose members train in processes of their own "
-    "(track one configuration with --hyperparams population.size=1)"
+    "--track sends a single run; this is a population run, whose members are runs of their own "
+    "(track one configuration as a single run with --hyperparams 'population={size: 1}')"
 )
 
 

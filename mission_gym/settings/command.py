@@ -92,7 +92,12 @@ def add_settings_arguments(p: argparse.ArgumentParser, groups: Mapping[str, Any]
     run.add_argument("--save-freq", type=int, metavar="STEPS", help="env steps between checkpoints (0: final only)")
     run.add_argument("--keep-checkpoints", type=int, metavar="K", help="newest checkpoints to keep")
     run.add_argument("--no-tensorboard", action="store_true", help="no TensorBoard events")
-    lineage.add_argument("--resume", metavar="RUN|PATH", help="continue a run from its newest checkpoint")
+    lineage.add_argument(
+        "--resume",
+        metavar="RUN|PATH",
+        help="continue a run from its newest checkpoint with its saved configuration (no --preset; a population run "
+        "takes no other flag)",
+    )
 
 
 def split_pair(item: str, flag: str) -> tuple[str, str]:

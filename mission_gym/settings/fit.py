@@ -2,9 +2,10 @@
 when training runs out of CUDA memory.
 
 A selector preset (``auto.yaml``: ``selector: true``) names a CPU preset and GPU candidates. Without a CUDA GPU the
-CPU preset runs; with one, the candidate with the most members (then the largest GPU estimate) whose members at
-once (one per ``num_threads`` cores) fit the card and the host RAM and that has a core for every two members: the
-member count follows the cores and the card. When no candidate fits, the CPU preset.
+CPU preset runs; with one, the candidate with the most members (then the largest GPU estimate) whose memory on CUDA
+fits the card and the host RAM (:func:`~mission_gym.settings.sizing.population_estimate`: the whole population in one
+batched learner, as ``population.learner: auto`` trains it there) and that has a core for every two members: the
+member count follows the cores. When no candidate fits, the CPU preset.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ class Verdict:
 
     :param name: the preset's name
     :param config: the preset
-    :param estimate: the memory of its members at once on CUDA (all of them in one batched learner, or as many
-        processes as the machine's cores hold: :func:`~mission_gym.settings.sizing.population_estimate`)
+    :param estimate: its memory on CUDA (all of its members in one batched learner, or with ``population.learner:
+        processes`` as many processes as the machine's cores hold: :func:`~mission_gym.settings.sizing.population_estimate`)
     :param fits_memory: the estimate fits the card and the host RAM (:func:`~mission_gym.settings.memory.fits`)
     :param cores_needed: the cores the preset wants (:func:`~mission_gym.settings.sizing.cores_needed`)
     :param enough_cores: the machine has them

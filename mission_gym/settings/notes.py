@@ -163,7 +163,8 @@ def oom_message(
     elif gpu_mem_gb:
         lines.append("No GPU preset fits this machine; try --device cpu.")
     lines.append(
-        "Other ways out: a smaller --batch-size (activations scale with it), a narrower --network-arch, "
-        "or stop other processes on the GPU (nvidia-smi)."
+        "Other ways out: stop other processes on the GPU (nvidia-smi) and --resume the run as it is (a single run "
+        "may add --device cpu); or start a new run with a smaller --batch-size (activations scale with it) or a "
+        "narrower --network-arch, which --resume does not change."
     )
     return "\n".join(lines)

@@ -25,8 +25,9 @@ from mission_gym.settings.schema import TrainConfig
 # A single run (no population) gets a core per ENVS_PER_CORE envs: each env step also runs policy inference and
 # SB3's Python loop, and with fewer cores a long rollout leaves the GPU idle.
 ENVS_PER_CORE = 8
-# A population's members run one per core at a time (``num_threads`` cores each; the launcher's pool), the rest
-# waiting their turn; a preset wants a core for every MEMBERS_PER_CORE members, so its first stage runs in two waves.
+# A preset wants a core for every MEMBERS_PER_CORE population members: as processes (on CPU cores) one member trains
+# per core at a time (``num_threads`` cores each; the launcher's pool), the rest waiting their turn; in one batched
+# learner (on CUDA) every member trains at once and the members' games step on those cores.
 MEMBERS_PER_CORE = 2
 
 
@@ -39,8 +40,8 @@ def cores_needed(config: TrainConfig) -> int:
 
 
 def members_at_once(config: TrainConfig, cores: int | None = None) -> int:
-    """How many of a population's members train at once on ``cores`` cores (None: the cores the preset wants): one
-    per ``num_threads`` cores, as the launcher's pool runs them; 1 for a single run."""
+    """How many of a population's members train at once as processes on ``cores`` cores (None: the cores the preset
+    wants): one per ``num_threads`` cores, as the launcher's pool runs them; 1 for a single run."""
     if config.population.size <= 1:
         return 1
     cores = cores_needed(config) if cores is None else cores
@@ -50,8 +51,8 @@ def members_at_once(config: TrainConfig, cores: int | None = None) -> int:
 def population_learner(config: TrainConfig, device: str, backend: str = "local") -> str:
     """``processes`` or ``batched`` for a population (``population.learner``): ``auto`` is batched where its members
     train on CUDA (a member alone is launch-bound there, and processes each hold a CUDA context) and processes on CPU
-    cores, where separate processes train faster (on 2 cores of an Intel Xeon, 8 members of ``cpu``: 35,298 steps/s in
-    all as processes, 19,981 batched; ``bench --mode population``); Ray runs processes."""
+    cores, where separate processes train faster (on 2 cores of an Intel Xeon, family 6 model 167, 8 members of
+    ``cpu``: 35,298 steps/s in all as processes, 19,981 batched; ``bench --mode population``); Ray runs processes."""
     if backend != "local":
         return "processes"
     if config.population.learner == "auto":

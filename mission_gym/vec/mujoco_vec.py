@@ -3,7 +3,7 @@ process, their rewards, ends and observations computed for all envs at once.
 
 Through ``DummyVecEnv``, much of a step of one of these envs is Python around its physics: ``gym.make``'s wrappers,
 the task's per-env code (the healthy check, the observation, the reward terms and their info dict) and a deep copy of
-every info dict (docs/experiments.md, "MuJoCo presets (issue 25)", has the figures). Here each env's physics is
+every info dict (docs/experiments.md, "MuJoCo presets", has the figures). Here each env's physics is
 stepped exactly as Gymnasium steps it (the same ``mj_step`` and ``mj_rnePostConstraint`` calls on the env's own
 model and data), and the rest is a few array operations over all envs, with the same formulas in the same float
 types: env ``i`` gives to the bit the observations, rewards, ends and terminal observations of
