@@ -15,8 +15,8 @@ from together_fixtures import alone_then_together
 from mission_gym.ppo.batched.learner import BatchedLearner, Member
 from mission_gym.ppo.batched.stack import batchable
 from mission_gym.ppo.batched.update import BatchedAdam, clip_grad_norms
-from mission_gym.ppo.build import member_streams
 from mission_gym.ppo.lean import LeanPPO
+from mission_gym.training.build import member_streams
 from mission_gym.vec.factory import make_vec_env
 
 STEPS = 32

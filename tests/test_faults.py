@@ -452,10 +452,10 @@ def test_no_memory_check_skips_the_admission(tmp_path, monkeypatch, capsys):
 
 # --- checking a configuration starts no process ----------------------------------------------------------------------
 def test_checking_a_subproc_configuration_starts_no_process():
-    from mission_gym.ppo.build import build_run
     from mission_gym.settings.overrides import apply_overrides
     from mission_gym.settings.presets import load_preset
     from mission_gym.settings.resolve import resolve
+    from mission_gym.training.build import build_run
 
     config = apply_overrides(load_preset("quick"), {"env": "CartPole-v1", "vec_env": "subproc", "n_envs": 16})
     before = {p.pid for p in psutil.Process().children(recursive=True)}
@@ -533,7 +533,7 @@ def test_an_orphan_takes_the_repeated_parent_death_signal_as_one_stop_request(mo
     import ctypes
 
     from mission_gym.hardware import parent_death_signal
-    from mission_gym.ppo import session
+    from mission_gym.training import session
 
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     armed = ctypes.c_int(-1)

@@ -12,8 +12,8 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.logger import KVWriter, Logger
 
 from mission_gym.envs import MissionVecEnv
-from mission_gym.ppo import monitor
-from mission_gym.ppo.monitor import ResourceMonitorCallback, ResourceSampler
+from mission_gym.training import monitor
+from mission_gym.training.monitor import ResourceMonitorCallback, ResourceSampler
 
 
 class FakeNVML:

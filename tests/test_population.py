@@ -140,7 +140,7 @@ def test_population_run_cuts_and_adopts_the_best_member(tmp_path):
 def test_resume_plays_fresh_games_and_trains_the_same_twice(tmp_path):
     from stable_baselines3 import PPO
 
-    from mission_gym.ppo.trainer import Trainer
+    from mission_gym.training.trainer import Trainer
 
     paused = run_cli([*CARTPOLE, "--timesteps", "1024", "--run-name", "a", "--seed", "5", "--stop-at", "256"], tmp_path)
     assert paused.returncode == 0, paused.stderr

@@ -15,14 +15,14 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.utils import ConstantSchedule
 
-from mission_gym.ppo.build import ppo_kwargs
-from mission_gym.ppo.portable import foreign_references
 from mission_gym.ppo.schedules import PhasedSchedule
-from mission_gym.ppo.trainer import Trainer
 from mission_gym.rundir.directory import RunDir
 from mission_gym.settings.overrides import apply_overrides
 from mission_gym.settings.presets import load_preset
 from mission_gym.settings.resolve import resolve
+from mission_gym.training.build import ppo_kwargs
+from mission_gym.training.portable import foreign_references
+from mission_gym.training.trainer import Trainer
 
 PHASES = [{"start": 128, "learning_rate": 1e-4, "ent_coef": 0.01}]
 SB3_EVAL_TAGS = ("eval/mean_reward", "eval/mean_ep_length", "eval/success_rate")

@@ -14,12 +14,12 @@ from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
 from mission_gym.agents import load_agent
 from mission_gym.config import ConfigError, read_yaml
-from mission_gym.ppo.trainer import Trainer
 from mission_gym.rundir.directory import RunDir, saved_with, vecnormalize_path
 from mission_gym.settings.minibatch import check_batch_size, choose_batch_size, divisors
 from mission_gym.settings.overrides import apply_overrides, split_hyperparams
 from mission_gym.settings.presets import AutoPreset, load_preset, preset_names, presets_dir
 from mission_gym.settings.schema import Phase, TrainConfig
+from mission_gym.training.trainer import Trainer
 from mission_gym.vec.factory import ENV_ID as MISSION_ENV_ID
 from mission_gym.vec.factory import make_vec_env
 
@@ -213,7 +213,7 @@ def test_a_callback_stopping_training_at_the_final_evaluation_leaves_the_run_fin
     """A search prunes at any evaluation it is shown; at the final one there is no training left to stop."""
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from mission_gym.ppo.callbacks import StopTraining
+    from mission_gym.training.callbacks import StopTraining
 
     class StopAlways(BaseCallback):
         def _on_step(self) -> bool:

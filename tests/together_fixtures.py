@@ -16,7 +16,7 @@ def alone_then_together(
     difference between its two checkpoints and its result from the batch. ``before`` sees the batch's trainers."""
     from stable_baselines3 import PPO
 
-    from mission_gym.ppo.trainer import Trainer, train_together
+    from mission_gym.training.trainer import Trainer, train_together
 
     torch.set_num_threads(1)
     alone = []

@@ -1,7 +1,8 @@
 """Trained agents as files and as policies to act with: the files that hold no code (the weights as safetensors and
 a JSON agent file beside every model, :mod:`~mission_gym.agents.files`), loading an agent to act without unpickling
 anything unless ``--trust-pickle`` says so (:mod:`~mission_gym.agents.loading`), and a policy to watch or record
-(:mod:`~mission_gym.agents.sources`). It sits below :mod:`mission_gym.ppo`, which saves the files with every model.
+(:mod:`~mission_gym.agents.sources`). It sits below :mod:`mission_gym.ppo` and :mod:`mission_gym.training`, which
+saves the files with every model.
 """
 
 from mission_gym.agents.files import NormStats, agent_files, read_agent_file

@@ -1,6 +1,6 @@
 """What an agent is, in plain data (:class:`AgentSpec`): the env it acts in and the policy network it was built with,
 under the names a run's configuration gives them; and the one way a registered policy is built from it
-(:func:`policy_args`), for training (:func:`mission_gym.ppo.build.ppo_kwargs`) and for rebuilding a saved agent
+(:func:`policy_args`), for training (:func:`mission_gym.training.build.ppo_kwargs`) and for rebuilding a saved agent
 (:func:`rebuild_policy`) alike, so the two cannot drift apart.
 """
 

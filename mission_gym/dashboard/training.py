@@ -56,6 +56,6 @@ class EvalFramesCallback(BaseCallback):
 
 
 def training_callbacks(run_dir: Path, env_id: str, env_kwargs: dict[str, Any]) -> tuple[list[BaseCallback], Any]:
-    """``(callbacks, callback_after_eval)`` for :meth:`~mission_gym.ppo.trainer.Trainer.train`."""
+    """``(callbacks, callback_after_eval)`` for :meth:`~mission_gym.training.trainer.Trainer.train`."""
     after_eval = EvalFramesCallback(run_dir, env_kwargs) if env_id == ENV_ID else None
     return [DashboardCallback(run_dir)], after_eval

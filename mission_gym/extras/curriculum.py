@@ -19,8 +19,8 @@ from typing import Any
 from stable_baselines3.common.callbacks import BaseCallback
 
 from mission_gym.config import ConfigError, MissionConfig, get_setting, with_settings
-from mission_gym.ppo.callbacks import run_progress
 from mission_gym.settings.schema import TrainConfig
+from mission_gym.training.callbacks import run_progress
 
 
 class Curriculum:
@@ -124,7 +124,7 @@ class CurriculumCallback(BaseCallback):
 
 
 def curriculum_part(config: TrainConfig, venv: Any, step: int) -> CurriculumCallback | None:
-    """The run part ``curriculum`` (:mod:`mission_gym.ppo.parts`): the training env set to the curriculum's game at
+    """The run part ``curriculum`` (:mod:`mission_gym.training.parts`): the training env set to the curriculum's game at
     ``step`` for its first resets, and the callback that moves it on; None without a curriculum.
 
     :raises ConfigError: for a training env without Mission Gym's batched core, or a bad setting or value

@@ -37,7 +37,7 @@ class MlpTrunk(BaseFeaturesExtractor):
 
 
 def trunk_policy(policy_kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The registered policy ``trunk`` (:mod:`mission_gym.ppo.parts`): SB3's ``MlpPolicy`` over a shared trunk."""
+    """The registered policy ``trunk`` (:mod:`mission_gym.training.parts`): SB3's ``MlpPolicy`` over a shared trunk."""
     return "MlpPolicy", trunk_policy_kwargs(policy_kwargs)
 
 

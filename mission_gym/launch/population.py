@@ -42,9 +42,8 @@ from mission_gym.launch.members import adopt_winner, check_variant, clone_member
 from mission_gym.launch.progress import PopulationProgress
 from mission_gym.launch.report import JobRecord
 from mission_gym.launch.restart_stage import restart_block
-from mission_gym.launch.scoring import describe_score, saved_timesteps, score_models, scoring_workers
+from mission_gym.launch.scoring import describe_score, score_members
 from mission_gym.launch.together import MemberTask, resolve_learner, train_members_together
-from mission_gym.ppo.trainer import EXIT_SIGNAL, Trainer
 from mission_gym.rundir.directory import (
     RunDir,
     check_run_name,
@@ -57,6 +56,7 @@ from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.rundir.files import atomic_write_text, now, read_json, remove_stale_temps, write_json
 from mission_gym.rundir.lock import RunLock, lock_run
 from mission_gym.settings.schema import TrainConfig
+from mission_gym.training.trainer import EXIT_SIGNAL, Trainer
 
 MEMBERS = "members"
 STATE = "population.json"
@@ -473,33 +473,10 @@ class PopulationRun:
         return records
 
     def _score(self, names: list[str], step: int, final: bool) -> list[dict[str, Any]]:
-        """A fresh evaluation of each member's model at a cut (its newest checkpoint), or at the end (its best and
-        final models), on several cores where there are enough games to be worth it (:func:`scoring_workers`)."""
-        listed: list[tuple[str, Path, int]] = []  # (member, model, the step it was saved at)
-        for name in names:
-            member = RunDir(self.members_dir / name)
-            if final:
-                models = [member / "best_model.zip", member / "final_model.zip"]
-                if self.config.population.final_checkpoints:
-                    models += [path for _, path in member.checkpoints()]
-            else:
-                latest = member.latest_checkpoint()
-                models = [latest[1]] if latest else []
-            listed += [(name, path, saved_timesteps(path)) for path in models if path.is_file()]
-        # a member's models saved at the same step are the same policy: each is played once, its first file
-        first: dict[tuple[str, int], Path] = {}
-        for name, path, step_saved in listed:
-            first.setdefault((name, step_saved), path)
+        """A fresh evaluation of each member's model at a cut, or of its best and final models at the end
+        (:func:`~mission_gym.launch.scoring.score_members`)."""
         pop = self.config.population
-        episodes = (pop.final_episodes or pop.episodes) if final else pop.episodes
-        workers = scoring_workers(len(first), episodes, len(core_ids()))
-        to_play = [(path, step_saved) for (_, step_saved), path in first.items()]
-        records = score_models(to_play, self.config.env, self.config.env_kwargs, episodes, workers)
-        scored = dict(zip(first, records, strict=True))
-        return [
-            {"member": name, "model": str(path.relative_to(self.members_dir / name)), "record": scored[name, s].__dict__}
-            for name, path, s in listed
-        ]
+        return score_members(self.members_dir, names, self.config, final, pop.final_checkpoints)
 
     def _distill(self, cut: Any, cuts: list[dict[str, Any]], students: list[str]) -> dict[str, Any]:
         """The members that carry on become students of each situation's best scored model (:mod:`distill_stage`)."""

@@ -12,9 +12,10 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from mission_gym.hardware import parent_death_signal
-from mission_gym.ppo.callbacks import eval_record
+from mission_gym.hardware import core_ids, parent_death_signal
+from mission_gym.rundir.directory import RunDir
 from mission_gym.rundir.evaluations import EvalRecord
+from mission_gym.training.callbacks import eval_record
 
 #: games one scoring worker must play to be worth its start (importing torch and SB3 and loading the simulation's
 #: kernels take about 3 s, what some 600 Mission Gym games take on one core)
@@ -79,3 +80,34 @@ def describe_score(rec: EvalRecord) -> str:
     """A score as the launcher prints it: steps, win rate, return, games."""
     win = "" if rec.win_rate is None else f"win {100 * rec.win_rate:5.1f}%  "
     return f"{rec.timesteps:>11,} steps  {win}return {rec.mean_return:8.2f}  ({rec.n_episodes} episodes)"
+
+
+def score_members(members_dir: Path, names: list[str], config: Any, final: bool, checkpoints: bool) -> list[dict[str, Any]]:
+    """A fresh evaluation of each member's model at a cut (its newest checkpoint), or at the end (its best and
+    final models, and with ``checkpoints`` its kept checkpoints), on several cores where there are enough games to be
+    worth it (:func:`scoring_workers`): one ``{"member", "model", "record"}`` per model."""
+    listed: list[tuple[str, Path, int]] = []  # (member, model, the step it was saved at)
+    for name in names:
+        member = RunDir(members_dir / name)
+        if final:
+            models = [member / "best_model.zip", member / "final_model.zip"]
+            if checkpoints:
+                models += [path for _, path in member.checkpoints()]
+        else:
+            latest = member.latest_checkpoint()
+            models = [latest[1]] if latest else []
+        listed += [(name, path, saved_timesteps(path)) for path in models if path.is_file()]
+    # a member's models saved at the same step are the same policy: each is played once, its first file
+    first: dict[tuple[str, int], Path] = {}
+    for name, path, step_saved in listed:
+        first.setdefault((name, step_saved), path)
+    pop = config.population
+    episodes = (pop.final_episodes or pop.episodes) if final else pop.episodes
+    workers = scoring_workers(len(first), episodes, len(core_ids()))
+    to_play = [(path, step_saved) for (_, step_saved), path in first.items()]
+    records = score_models(to_play, config.env, config.env_kwargs, episodes, workers)
+    scored = dict(zip(first, records, strict=True))
+    return [
+        {"member": name, "model": str(path.relative_to(members_dir / name)), "record": scored[name, s].__dict__}
+        for name, path, s in listed
+    ]

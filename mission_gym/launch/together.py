@@ -1,5 +1,5 @@
 """A population stage's members brought to their step in this process, as one batched learner per network shape
-(``population.learner: batched``, :func:`~mission_gym.ppo.trainer.train_together`), instead of one launcher job
+(``population.learner: batched``, :func:`~mission_gym.training.trainer.train_together`), instead of one launcher job
 per member.
 
 Each member is the run its :class:`MemberTask` describes, the run its process would make (``train_ppo --preset
@@ -22,12 +22,12 @@ from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import resolve_device
 from mission_gym.launch.jobs import Job
 from mission_gym.ppo.batched.stack import batch_key, batchable
-from mission_gym.ppo.session import EXIT_SIGNAL
-from mission_gym.ppo.trainer import Trainer, train_together
 from mission_gym.settings.overrides import apply_overrides
 from mission_gym.settings.presets import load_preset
 from mission_gym.settings.schema import TrainConfig
 from mission_gym.settings.sizing import population_learner
+from mission_gym.training.session import EXIT_SIGNAL
+from mission_gym.training.trainer import Trainer, train_together
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""The PPO algorithm (:mod:`~mission_gym.ppo.lean`, its entropy and schedules) and the training session around it:
-building a run (:mod:`~mission_gym.ppo.build`), the trainer, its callbacks and load monitor, beside the run's
-configuration, presets and files. The training envs are :mod:`mission_gym.vec`; a trained agent's files and loading
-one to act are :mod:`mission_gym.agents`.
+"""The PPO algorithm: :class:`~mission_gym.ppo.lean.LeanPPO` (SB3's PPO with less overhead), its arithmetic written
+once for every learner (:mod:`~mission_gym.ppo.maths`), its entropy and schedules, a distillation's loss term
+(:mod:`~mission_gym.ppo.distill`) and the batched learner that trains several members as one
+(:mod:`~mission_gym.ppo.batched`). The training session around it (building a run, the trainer, its callbacks) is
+:mod:`mission_gym.training`.
 """

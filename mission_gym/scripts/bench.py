@@ -145,14 +145,14 @@ def train_one(
     """Train ``rollouts`` rollouts of ``preset`` (``n_envs`` envs, None: its own; ``vec_env`` None: its own kind) in
     this process, after a warm-up rollout; the measured row (JSON-able). The batch size follows the preset's rule for
     the new rollout size. ``algo`` ``sb3-defaults`` measures SB3's own PPO with its defaults on the preset's env
-    instead (:func:`~mission_gym.ppo.measure.measure_sb3_defaults`; ``rollouts`` of its 2,048 steps).
+    instead (:func:`~mission_gym.training.measure.measure_sb3_defaults`; ``rollouts`` of its 2,048 steps).
     """
     from mission_gym.hardware import MB
-    from mission_gym.ppo.measure import SB3_DEFAULTS, measure_sb3_defaults, measure_training
     from mission_gym.settings.memory import estimate_memory
     from mission_gym.settings.overrides import apply_overrides
     from mission_gym.settings.presets import load_preset
     from mission_gym.settings.sizing import shape_from_config
+    from mission_gym.training.measure import SB3_DEFAULTS, measure_sb3_defaults, measure_training
 
     config = load_preset(preset)
     sizes: dict[str, object] = {"device": device, "population": {"size": 1}}

@@ -110,9 +110,9 @@ def placement_mode(args: argparse.Namespace) -> int:
 
 def batched_one(preset: str, members: int, rollouts: int, device: str) -> dict[str, Any]:
     """``members`` members of ``preset`` as one batched learner in this process (its device ``device``); the row."""
-    from mission_gym.ppo.measure import measure_batched
     from mission_gym.settings.overrides import apply_overrides
     from mission_gym.settings.presets import load_preset
+    from mission_gym.training.measure import measure_batched
 
     config = apply_overrides(load_preset(preset), {"device": device, "population": {"size": 1}}, source="bench")
     got = measure_batched(config, members, rollouts=rollouts)

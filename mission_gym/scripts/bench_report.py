@@ -9,7 +9,7 @@ from pathlib import Path
 def speedups(rows: list[dict[str, object]]) -> list[str]:
     """``lean`` over ``sb3`` per configuration measured both ways, and each preset's rows over its ``sb3-defaults``
     baseline (per wall-clock and per CPU second), as lines."""
-    from mission_gym.ppo.measure import SB3_DEFAULTS
+    from mission_gym.training.measure import SB3_DEFAULTS
 
     done = [r for r in rows if "error" not in r]
     by: dict[tuple[object, ...], dict[str, float]] = {}

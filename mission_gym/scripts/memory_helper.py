@@ -149,7 +149,7 @@ def measure(config: TrainConfig, shape: mem.RunShape, name: str, rollouts: int) 
     next to the measured peaks."""
     est = mem.estimate_memory(shape)
     print(f"measuring preset {name}: {rollouts} rollouts of {shape.rollout:,} steps on {shape.device} ...", flush=True)
-    from mission_gym.ppo.measure import measure_training
+    from mission_gym.training.measure import measure_training
 
     got = measure_training(config, rollouts=rollouts)
     print(est.breakdown())

@@ -132,8 +132,8 @@ def _resume(args: argparse.Namespace, command: str) -> Any:
     """
     from mission_gym.config.yaml_io import ConfigError
     from mission_gym.launch.population import PopulationRun, is_population_run
-    from mission_gym.ppo.trainer import Trainer
     from mission_gym.settings.command import flag_overrides
+    from mission_gym.training.trainer import Trainer
 
     overrides = flag_overrides(args)
     if is_population_run(args.resume, args.runs_dir):
@@ -169,8 +169,8 @@ def _create(args: argparse.Namespace, command: str) -> Any:
     """
     from mission_gym.config.yaml_io import dump_yaml
     from mission_gym.launch.population import PopulationRun
-    from mission_gym.ppo.trainer import Trainer
     from mission_gym.settings.command import config_from_args
+    from mission_gym.training.trainer import Trainer
 
     config, notes = config_from_args(args)
     _check_new_run(args, config)

@@ -1,7 +1,7 @@
 """Memory estimator: host RAM and GPU memory of a PPO run, with a breakdown, before the run starts.
 
 Arithmetic only: a run's shape (:class:`RunShape`, plain values) and a few constants in, bytes out. Turning a
-configuration into a shape is :mod:`mission_gym.settings.sizing`; measuring a real run is :mod:`mission_gym.ppo.measure`.
+configuration into a shape is :mod:`mission_gym.settings.sizing`; measuring a real run is :mod:`mission_gym.training.measure`.
 Every constant says where it came from: most were measured on the project's CPU machine (torch 2.13 CPU, SB3 2.9,
 numba 0.68, Python 3.11; peak RSS from ``getrusage``, worker memory from ``psutil``), the CUDA ones come from PyTorch
 maintainers' published figures and are marked *uncalibrated* until a GPU run of

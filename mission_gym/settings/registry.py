@@ -1,5 +1,5 @@
 """The names of a run's optional parts and where each lives: what a configuration's ``policy:`` may name, and the
-run parts every session calls (:mod:`mission_gym.agents.spec` builds a policy, :mod:`mission_gym.ppo.parts` the
+run parts every session calls (:mod:`mission_gym.agents.spec` builds a policy, :mod:`mission_gym.training.parts` the
 run parts). Entry points are ``"module:attribute"`` strings, imported only when a run uses the part, so the core
 imports none of the extras.
 """

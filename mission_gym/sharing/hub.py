@@ -2,7 +2,7 @@
 
 A repository (or a local folder of the same layout) holds::
 
-    ppo-<EnvId>.zip        the SB3 model (loads with plain ``stable_baselines3.PPO.load``; mission_gym/ppo/portable.py)
+    ppo-<EnvId>.zip        the SB3 model (loads with plain ``stable_baselines3.PPO.load``; mission_gym/training/portable.py)
     vec_normalize.pkl      its VecNormalize statistics, when the run normalised observations
     ppo-<EnvId>.safetensors  the same agent without pickles: its weights (mission_gym/agents/files.py)
     ppo-<EnvId>.agent.json   and its env, policy description and observation statistics as JSON

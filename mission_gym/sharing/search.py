@@ -23,11 +23,11 @@ from stable_baselines3.common.callbacks import BaseCallback
 from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
 from mission_gym.optional import require
-from mission_gym.ppo.callbacks import StopTraining
 from mission_gym.rundir.directory import check_run_name
 from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.settings.overrides import apply_overrides, split_hyperparams
 from mission_gym.settings.schema import TrainConfig
+from mission_gym.training.callbacks import StopTraining
 
 DEFAULT_SPACE = Path(__file__).with_name("search_space.yaml")
 SAMPLERS = ("tpe", "random", "cmaes")
@@ -218,7 +218,7 @@ class Search:
     def objective(self, trial: Any) -> float:
         """Train one trial's configuration; its final evaluation's :func:`score` (Optuna's ``TrialPruned`` when it
         was pruned)."""
-        from mission_gym.ppo.trainer import Trainer
+        from mission_gym.training.trainer import Trainer
 
         optuna = require("optuna", "mission-search")
         params = sample(trial, self.space)

@@ -1,7 +1,7 @@
 """The ``subproc`` training env: SB3's ``SubprocVecEnv`` whose worker processes start when the env is first used
 (the first reset of training), not when it is built.
 
-Checking a configuration builds its env and model (:func:`~mission_gym.ppo.build.build_run`), and a population
+Checking a configuration builds its env and model (:func:`~mission_gym.training.build.build_run`), and a population
 checks each recipe that way before any run directory exists: with one worker process per env, ``--preset cpu --env
 Hopper-v5`` started 128 processes of ~170 MB just to be checked. Until it starts, the env answers what SB3 asks of
 it while building wrappers and the model (spaces, ``render_mode``, which wrappers an env has) from one env built in

@@ -34,7 +34,7 @@ class Member:
     :param model: the member's :class:`~mission_gym.ppo.lean.LeanPPO` (``_setup_learn`` called)
     :param callback: its callbacks (SB3's ``CallbackList``), ``on_training_start`` already called
     :param total: the env step it trains to
-    :param torch_gen: its action draws' generator (:func:`~mission_gym.ppo.build.member_streams`)
+    :param torch_gen: its action draws' generator (:func:`~mission_gym.training.build.member_streams`)
     :param numpy_gen: its minibatch orders' generator
     """
 
@@ -60,7 +60,7 @@ class BatchEvaluator:
         self.ready: dict[int, Any] = {}
 
     def register(self, callback: Any) -> None:
-        """A member's evaluation callback (:class:`~mission_gym.ppo.callbacks.StepEvalCallback`)."""
+        """A member's evaluation callback (:class:`~mission_gym.training.callbacks.StepEvalCallback`)."""
         self.callbacks.append(callback)
 
     def __call__(self, callback: Any) -> Any:

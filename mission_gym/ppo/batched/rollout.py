@@ -11,7 +11,7 @@ import numpy as np
 import torch as th
 from gymnasium import spaces
 
-from mission_gym.ppo.batched.stack import StackedPolicies
+from mission_gym.ppo.batched.stack import StackedPolicies, capture_graph
 
 
 def action_shape(space: Any) -> tuple[int, ...]:
@@ -156,14 +156,7 @@ class Act:
         import warnings
 
         try:
-            side = th.cuda.Stream()
-            side.wait_stream(th.cuda.current_stream())
-            with th.cuda.stream(side):
-                self._forward(self.obs)
-            th.cuda.current_stream().wait_stream(side)
-            graph = th.cuda.CUDAGraph()
-            with th.cuda.graph(graph):
-                out = self._forward(self.obs)
+            graph, out = capture_graph(lambda: self._forward(self.obs))
             graph.replay()
             self.graph = graph
             return out

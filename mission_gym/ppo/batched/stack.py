@@ -6,7 +6,7 @@ scored by the one function of :mod:`mission_gym.ppo.maths`. :func:`batchable` sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch as th
@@ -173,3 +173,17 @@ class StackedPolicies:
         dist = self.distribution(out)
         _, log_prob = self.heads.sample_or_score(out, dist, actions)
         return values, log_prob, self.heads.entropy(dist, entropy_grad), dist
+
+
+def capture_graph(fn: Callable[[], Any]) -> tuple[Any, Any]:
+    """``fn`` captured in a CUDA graph after one warm-up call on a side stream (which allocates what the graph keeps):
+    the graph and the capture's outputs (the tensors each replay writes)."""
+    side = th.cuda.Stream()
+    side.wait_stream(th.cuda.current_stream())
+    with th.cuda.stream(side):
+        fn()
+    th.cuda.current_stream().wait_stream(side)
+    graph = th.cuda.CUDAGraph()
+    with th.cuda.graph(graph):
+        out = fn()
+    return graph, out

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch as th
 
-from mission_gym.ppo.batched.stack import StackedPolicies
+from mission_gym.ppo.batched.stack import StackedPolicies, capture_graph
 from mission_gym.ppo.maths import LossInputs, ppo_loss
 
 
@@ -167,14 +167,7 @@ class BatchedUpdate:
         saved = [p.detach().clone() for p in self.stack.params]
         saved_adam = [t.clone() for t in (*self.adam.exp_avg, *self.adam.exp_avg_sq, self.adam.steps)]
         try:
-            side = th.cuda.Stream()
-            side.wait_stream(th.cuda.current_stream())
-            with th.cuda.stream(side):
-                self._run()
-            th.cuda.current_stream().wait_stream(side)
-            graph = th.cuda.CUDAGraph()
-            with th.cuda.graph(graph):
-                self._run()
+            graph, _ = capture_graph(self._run)
         except Exception as exc:  # capture is an optimisation: the same update runs eagerly
             warnings.warn(
                 f"batched learner: CUDA graph capture failed ({type(exc).__name__}: {exc}); the update runs eagerly",

@@ -16,14 +16,14 @@ from mission_gym import ENV_ID
 from mission_gym.agents.spec import AgentSpec, policy_args
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import available_cores, enable_tf32, learner_threads
-from mission_gym.ppo import parts
 from mission_gym.ppo.distill import DistillTargets, distillation
-from mission_gym.ppo.portable import restore_schedules
 from mission_gym.ppo.schedules import learning_rate_schedule
 from mission_gym.rundir.directory import vecnormalize_path
 from mission_gym.rundir.files import read_json
 from mission_gym.settings.resolve import Resolved
 from mission_gym.settings.schema import TrainConfig
+from mission_gym.training import parts
+from mission_gym.training.portable import restore_schedules
 from mission_gym.vec.factory import make_vec_env, probe_spaces
 
 # SB3 warns that an MLP policy on a GPU leaves it idle; the GPU presets run members side by side for that reason
@@ -98,7 +98,7 @@ class RunSetup:
     :param model: the PPO model, the env attached
     :param device: the resolved torch device
     :param threads: learner torch threads
-    :param callbacks: the callbacks of the run parts it uses (:mod:`mission_gym.ppo.parts`)
+    :param callbacks: the callbacks of the run parts it uses (:mod:`mission_gym.training.parts`)
     :param parent: what the lineage records of a branch's parent (None otherwise)
     :param streams: the model's random generators as they stood when it was built (a batched learner draws its
         actions and minibatch orders from them: :func:`member_streams`)

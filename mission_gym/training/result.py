@@ -15,7 +15,7 @@ class TrainResult:
     """What a training session did.
 
     :param status: ``finished``, ``paused`` (``stop_at``), ``stopped`` (a callback raised
-        :class:`~mission_gym.ppo.callbacks.StopTraining`), ``interrupted`` or ``crashed``
+        :class:`~mission_gym.training.callbacks.StopTraining`), ``interrupted`` or ``crashed``
     :param exit_code: 0, 130 (SIGINT), 143 (SIGTERM) or 1
     """
 

@@ -2,8 +2,8 @@
 at the start; at the end its checkpoint, final model and evaluation, files closed and :class:`TrainResult`, whatever
 happened (a finish, a pause, a signal, a crash or a full disk).
 
-:class:`Session` is what :meth:`Trainer.train <mission_gym.ppo.trainer.Trainer.train>` runs around SB3's ``learn``
-and what :func:`~mission_gym.ppo.trainer.train_together` runs around a batched learner's.
+:class:`Session` is what :meth:`Trainer.train <mission_gym.training.trainer.Trainer.train>` runs around SB3's ``learn``
+and what :func:`~mission_gym.training.trainer.train_together` runs around a batched learner's.
 """
 
 from __future__ import annotations
@@ -21,7 +21,11 @@ from typing import Any
 
 from mission_gym.agents.spec import AgentSpec
 from mission_gym.hardware import disarm_parent_death_signal
-from mission_gym.ppo.callbacks import (
+from mission_gym.ppo.schedules import entropy_schedule
+from mission_gym.rundir.evaluations import EvalRecord
+from mission_gym.rundir.files import now, read_json
+from mission_gym.settings.schema import TrainConfig
+from mission_gym.training.callbacks import (
     EntropyPhaseCallback,
     EpisodeMetricsCallback,
     RolloutThreadsCallback,
@@ -35,11 +39,7 @@ from mission_gym.ppo.callbacks import (
     save_checkpoint,
     save_model,
 )
-from mission_gym.ppo.result import TrainResult
-from mission_gym.ppo.schedules import entropy_schedule
-from mission_gym.rundir.evaluations import EvalRecord
-from mission_gym.rundir.files import now, read_json
-from mission_gym.settings.schema import TrainConfig
+from mission_gym.training.result import TrainResult
 
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
 #: a session's end: (status, exit code, message)
@@ -50,7 +50,7 @@ class Session:
     """A training session's bookkeeping (see the module doc). Made with the signals already watched
     (:func:`stop_on_signals`): it sets the model's logger, builds the callbacks and marks the run running.
 
-    :param trainer: the run's :class:`~mission_gym.ppo.trainer.Trainer` (its setup, directory, resume step and
+    :param trainer: the run's :class:`~mission_gym.training.trainer.Trainer` (its setup, directory, resume step and
         progress display)
     :param received: the signals received so far (the session's stop flag reads it)
     :param stop_at: pause once this many env steps are trained
@@ -68,8 +68,8 @@ class Session:
         callback_after_eval: Any = None,
         evaluator: Any = None,
     ) -> None:
-        from mission_gym.ppo.monitor import ResourceMonitorCallback
         from mission_gym.rundir.logger import make_logger
+        from mission_gym.training.monitor import ResourceMonitorCallback
 
         self.trainer, self.received, self.stop_at = trainer, received, stop_at
         self.t_start = time.perf_counter()

@@ -1,5 +1,5 @@
 """SB3 callbacks of the trainer: episode metrics, timing, step-based checkpoints and evaluations, entropy phases
-and stopping on a signal (load sampling is :mod:`mission_gym.ppo.monitor`'s callback).
+and stopping on a signal (load sampling is :mod:`mission_gym.training.monitor`'s callback).
 
 Checkpoints and evaluations happen at the start of a rollout (after the previous update), so a saved model
 has been trained on every step its file name counts, and their frequencies are in env steps, not calls.
@@ -21,10 +21,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 from mission_gym import ENV_ID
 from mission_gym.agents.files import NormStats, agent_files
 from mission_gym.agents.spec import AgentSpec
-from mission_gym.ppo.portable import portable
 from mission_gym.rundir.directory import RunDir, vecnormalize_path
 from mission_gym.rundir.evaluations import EVALUATIONS, EvalRecord, append_record, best_score
 from mission_gym.rundir.files import atomic_save_all
+from mission_gym.training.portable import portable
 from mission_gym.vec.factory import find_vec_normalize
 
 
@@ -33,7 +33,7 @@ def save_model(model: Any, path: Path, spec: AgentSpec) -> None:
     weights as safetensors and its agent file: :mod:`mission_gym.agents.files`): all are written in full before any
     replaces its file (the zip last, so a model file always has the others), so a kill or a full disk leaves the
     previous set. The model file holds SB3's objects only, so it loads without Mission Gym
-    (:mod:`mission_gym.ppo.portable`).
+    (:mod:`mission_gym.training.portable`).
 
     :param spec: the agent's env and policy description (of the run's configuration)
     """

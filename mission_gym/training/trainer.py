@@ -1,7 +1,7 @@
 """The PPO trainer: one training session of a run (new, resumed or branched), its files finished whatever happens.
 
 Everything that can be wrong with the input (preset, flags, env id, env arguments, batch size, device, a parent
-checkpoint with other spaces) is checked by :func:`~mission_gym.ppo.build.build_run` before the run directory is
+checkpoint with other spaces) is checked by :func:`~mission_gym.training.build.build_run` before the run directory is
 made, so bad input never leaves a half-made run behind; so is the memory the run needs against what the machine
 has (:func:`~mission_gym.settings.sizing.check_memory`). A session holds its run's lock
 (:mod:`~mission_gym.rundir.lock`) from the moment it touches the run until it ends.
@@ -16,9 +16,6 @@ from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
 from mission_gym.ppo.batched.stack import batchable
-from mission_gym.ppo.build import RunSetup, build_run, space_signature
-from mission_gym.ppo.result import TrainResult
-from mission_gym.ppo.session import EXIT_SIGNAL, Outcome, Session, stop_on_signals
 from mission_gym.rundir.directory import (
     RunDir,
     check_run_name,
@@ -34,6 +31,9 @@ from mission_gym.rundir.recovery import newest_loadable_checkpoint
 from mission_gym.settings.resolve import Resolved, resolve
 from mission_gym.settings.schema import TrainConfig
 from mission_gym.settings.sizing import check_memory
+from mission_gym.training.build import RunSetup, build_run, space_signature
+from mission_gym.training.result import TrainResult
+from mission_gym.training.session import EXIT_SIGNAL, Outcome, Session, stop_on_signals
 
 __all__ = ["EXIT_SIGNAL", "RESUME_OVERRIDES", "Trainer", "train_together"]
 # Flags a resumed run may change: they touch neither the learning maths nor the env.
@@ -44,7 +44,7 @@ class Trainer:
     """One training session of a run. Build it with :meth:`create` (a new or branched run) or :meth:`resume`;
     then :meth:`train`.
 
-    :param setup: the run's env, model and machine (:func:`~mission_gym.ppo.build.build_run`)
+    :param setup: the run's env, model and machine (:func:`~mission_gym.training.build.build_run`)
     :param run: its directory (already created and populated)
     :param resume_step: the step a resumed session starts from (None for a new run)
     :param progress: show a progress bar (only on a terminal)
@@ -241,7 +241,8 @@ class Trainer:
         :param stop_at: pause once this many env steps are trained (status ``paused``, exit code 0, a checkpoint
             saved, no final model); ``--resume`` continues the run with its schedules where they were
         :param callbacks: more SB3 callbacks for this session (e.g. a dashboard's)
-        :param callback_after_eval: called after each evaluation (see :class:`~mission_gym.ppo.callbacks.StepEvalCallback`)
+        :param callback_after_eval: called after each evaluation
+            (:class:`~mission_gym.training.callbacks.StepEvalCallback`)
         """
         if self.device.startswith("cuda") and batchable(self.model) is None:
             return train_together([self], stop_at, [(callbacks, callback_after_eval)])[0]

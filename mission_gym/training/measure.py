@@ -2,7 +2,7 @@
 builds it (or SB3's own PPO with its defaults, the reference a preset's speed is compared with), and measure its
 speed and peaks (host RSS, env workers, CUDA allocator and NVML), for comparison with
 :func:`~mission_gym.settings.memory.estimate_memory` (``memory_helper --measure``, ``bench --mode train``). Rollout and
-update times come from the trainer's own :class:`~mission_gym.ppo.callbacks.TimingCallback`.
+update times come from the trainer's own :class:`~mission_gym.training.callbacks.TimingCallback`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 import psutil
 
 from mission_gym.hardware import MB, load_nvml, nvml_handle
-from mission_gym.ppo.callbacks import TimingCallback, Timings
 from mission_gym.settings.schema import TrainConfig
+from mission_gym.training.callbacks import TimingCallback, Timings
 
 
 @dataclass
@@ -69,8 +69,8 @@ def measure_training(
         with the same configuration, for a side-by-side comparison)
     :param threads: learner torch threads (None: the configuration's, else the trainer's choice)
     """
-    from mission_gym.ppo.build import build_run
     from mission_gym.settings.resolve import resolve
+    from mission_gym.training.build import build_run
 
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm {algorithm!r} is not valid; valid: {', '.join(ALGORITHMS)}")
@@ -125,7 +125,7 @@ def _time_learning(model: Any, rollout: int, rollouts: int, warmup: int, device:
     """Train ``warmup`` rollouts of ``rollout`` env steps, then time ``rollouts`` more and measure the peaks."""
     import torch
 
-    from mission_gym.ppo.monitor import ResourceSampler
+    from mission_gym.training.monitor import ResourceSampler
 
     on_cuda = device.startswith("cuda") and torch.cuda.is_available()
     if warmup:
@@ -158,11 +158,18 @@ def _time_learning(model: Any, rollout: int, rollouts: int, warmup: int, device:
         cpu_s=cpu_s,
     )
     if on_cuda:
-        out.cuda_max_allocated = torch.cuda.max_memory_allocated()
-        out.cuda_max_reserved = torch.cuda.max_memory_reserved()
-        out.nvml_used_peak = window.get("gpu/mem_used_mb", 0.0) * MB
+        _cuda_peaks(out, window)
         out.nvml_process_used = _nvml_process_memory(device)
     return out
+
+
+def _cuda_peaks(out: Measurement, window: dict[str, float]) -> None:
+    """The CUDA allocator's peaks and the most device memory NVML reported in the sampled window."""
+    import torch
+
+    out.cuda_max_allocated = torch.cuda.max_memory_allocated()
+    out.cuda_max_reserved = torch.cuda.max_memory_reserved()
+    out.nvml_used_peak = window.get("gpu/mem_used_mb", 0.0) * MB
 
 
 def _cpu_seconds() -> float:
@@ -215,9 +222,9 @@ def measure_batched(config: TrainConfig, members: int, rollouts: int = 2, warmup
 
     from mission_gym.hardware import available_cores
     from mission_gym.ppo.batched.learner import BatchedLearner, Member
-    from mission_gym.ppo.build import build_run
-    from mission_gym.ppo.monitor import ResourceSampler
     from mission_gym.settings.resolve import resolve
+    from mission_gym.training.build import build_run
+    from mission_gym.training.monitor import ResourceSampler
 
     run = resolve(config)
     setups = [
@@ -257,9 +264,7 @@ def measure_batched(config: TrainConfig, members: int, rollouts: int = 2, warmup
             update_s=update_s,
         )
         if on_cuda:
-            out.cuda_max_allocated = torch.cuda.max_memory_allocated()
-            out.cuda_max_reserved = torch.cuda.max_memory_reserved()
-            out.nvml_used_peak = window.get("gpu/mem_used_mb", 0.0) * MB
+            _cuda_peaks(out, window)
         return out
     finally:
         for setup in setups:
