@@ -27,6 +27,41 @@ def held_out_seeds(n: int, base: int = HELD_OUT_SEED_BASE) -> list[int]:
     return [base + k for k in range(n)]
 
 
+def situation_problem(text: str, env_kwargs: dict[str, Any] | None = None) -> str | None:
+    """Why ``text`` is not a situation of this game (one line naming the bad value and what is valid), or None:
+    one defender mode per defender joined by ``+`` (``guard_objective+patrol``, in any order)."""
+    from mission_gym.envs import MissionVecEnv
+    from mission_gym.sim.layout import MODES
+
+    n = MissionVecEnv(1, **(env_kwargs or {})).n_defenders
+    modes = text.split("+")
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        return f"--defenders: {bad[0]!r} is not a defender mode; valid: {', '.join(MODES)} (one per defender, joined by +)"
+    if len(modes) != n:
+        return f"--defenders {text!r} names {len(modes)} defenders; this game has {n} (e.g. {'+'.join(MODES[:1] * n)})"
+    return None
+
+
+def situation_seeds(
+    situation: str, n: int, env_kwargs: dict[str, Any] | None = None, base: int = HELD_OUT_SEED_BASE, batch: int = 1024
+) -> list[int]:
+    """The first ``n`` seeds from ``base`` upward whose game draws ``situation`` (its defenders' modes, sorted and
+    joined by ``+``): the held-out games of one situation, the same games a whole evaluation plays among others."""
+    from mission_gym.envs import MissionVecEnv
+
+    want = "+".join(sorted(situation.split("+")))
+    out: list[int] = []
+    start = base
+    while len(out) < n:
+        venv = MissionVecEnv(batch, **(env_kwargs or {}))
+        venv.seed_envs(list(range(start, start + batch)))
+        venv.reset()
+        out += [start + i for i in range(batch) if "+".join(sorted(venv.core.defender_modes(i))) == want]
+        start += batch
+    return out[:n]
+
+
 def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """Wilson score interval of a binomial proportion (95% by default)."""
     if n == 0:
@@ -56,6 +91,10 @@ class EvalResult:
     reward_terms: dict[str, float] = field(default_factory=dict)
     returns: list[float] = field(default_factory=list)
     by_defender_modes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: each episode's win (1) or not (0), in the seeds' order (Mission Gym)
+    won: list[int] = field(default_factory=list)
+    #: each episode's defenders' modes, sorted and joined by "+" (Mission Gym)
+    situations: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,7 +143,7 @@ def evaluate_mission_blocks(
     its own block of games, all stepped together (on ``threads`` CPU threads); ``predict`` maps the blocks'
     observations, block after block, to their actions. One result per block, each what :func:`evaluate_mission`
     gives that policy alone."""
-    from mission_gym.envs import ENV_ID, MissionVecEnv
+    from mission_gym.envs import MissionVecEnv
 
     seeds = seeds if seeds is not None else held_out_seeds(n_episodes)
     returns: list[list[float]] = [[] for _ in range(blocks)]
@@ -130,29 +169,65 @@ def evaluate_mission_blocks(
             assert m is not None
             metrics[i // n].append(m)
             returns[i // n].append(float(ep_return[i]))
-    out = []
-    for block_returns, block_metrics in zip(returns, metrics):
-        wins = sum(int(m["win"]) for m in block_metrics)
-        mean_metrics, mean_terms = _mean_metrics(block_metrics)
-        out.append(
-            EvalResult(
-                env_id=ENV_ID,
-                policy=policy_name,
-                episodes=n_episodes,
-                seeds=list(seeds),
-                mean_return=float(np.mean(block_returns)),
-                std_return=float(np.std(block_returns)),
-                mean_length=float(np.mean([int(m["steps"]) for m in block_metrics])),
-                win_rate=wins / n_episodes,
-                win_ci95=wilson_interval(wins, n_episodes),
-                outcomes=dict(Counter(str(m["outcome"]) for m in block_metrics)),
-                metrics=mean_metrics,
-                reward_terms=mean_terms,
-                returns=block_returns,
-                by_defender_modes=_by_modes(modes, block_metrics),
-            )
-        )
-    return out
+    return [summarize(policy_name, seeds[:n_episodes], r, m, modes) for r, m in zip(returns, metrics)]
+
+
+def summarize(
+    policy_name: str, seeds: list[int], returns: list[float], metrics: list[dict[str, Any]], modes: list[str]
+) -> EvalResult:
+    """The result of Mission Gym episodes played on ``seeds``: each one's return, episode metrics and defenders'
+    modes (sorted, joined by "+")."""
+    from mission_gym.envs import ENV_ID
+
+    n = len(metrics)
+    wins = sum(int(m["win"]) for m in metrics)
+    mean_metrics, mean_terms = _mean_metrics(metrics)
+    return EvalResult(
+        env_id=ENV_ID,
+        policy=policy_name,
+        episodes=n,
+        seeds=list(seeds),
+        mean_return=float(np.mean(returns)),
+        std_return=float(np.std(returns)),
+        mean_length=float(np.mean([int(m["steps"]) for m in metrics])),
+        win_rate=wins / n,
+        win_ci95=wilson_interval(wins, n),
+        outcomes=dict(Counter(str(m["outcome"]) for m in metrics)),
+        metrics=mean_metrics,
+        reward_terms=mean_terms,
+        returns=list(returns),
+        by_defender_modes=_by_modes(modes, metrics),
+        won=[int(m["win"]) for m in metrics],
+        situations=list(modes),
+    )
+
+
+@dataclass
+class BestOf:
+    """What a policy's own action distribution wins: per situation (and ``all``), the deterministic play's win rate,
+    one sampled play's (the mean over the ``plays``) and the share of starts that some sampled play won."""
+
+    plays: int
+    rows: dict[str, dict[str, float]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def best_of(deterministic: EvalResult, sampled: list[EvalResult]) -> BestOf:
+    """:class:`BestOf` of the same games played deterministically and ``len(sampled)`` times with sampled actions."""
+    won = np.array([r.won for r in sampled])  # (plays, games)
+    keys = ["all", *deterministic.by_defender_modes]
+    rows = {}
+    for key in keys:
+        games = [i for i, s in enumerate(deterministic.situations) if key == "all" or s == key]
+        rows[key] = {
+            "games": len(games),
+            "deterministic": float(np.mean([deterministic.won[i] for i in games])),
+            "sampled": float(won[:, games].mean()),
+            "some_play": float(won[:, games].any(axis=0).mean()),
+        }
+    return BestOf(len(sampled), rows)
 
 
 def by_guards(by_modes: dict[str, dict[str, Any]]) -> dict[int, tuple[int, int]]:

@@ -2,6 +2,13 @@
 
 python -m mission_gym.scripts.evaluate RUN_NAME|RUN_DIR|MODEL.zip [--episodes 200] [--json [PATH]] [--trust-pickle]
 python -m mission_gym.scripts.evaluate --policy greedy --episodes 200
+python -m mission_gym.scripts.evaluate RUN --defenders guard_objective+guard_objective --best-of 16
+python -m mission_gym.scripts.evaluate RUN --policy search --search-budget 20,8,4,150
+
+``--defenders`` plays the held-out games of one situation (the seeds from 900000000 upward whose defenders draw those
+modes); ``--best-of N`` plays each start N more times with sampled actions beside the deterministic play (what the
+policy's own action distribution can win); ``--policy search`` plays each game by a privileged lookahead search over
+the model's sampled plays on copies of the simulation (:mod:`mission_gym.agents.search`), a ceiling to measure it by.
 
 A model loads from its safe files (weights as safetensors, a JSON agent file) without unpickling anything; one that
 exists only as pickles is refused unless --trust-pickle (docs/training.md, "Sharing and watching agents").
@@ -15,8 +22,22 @@ from pathlib import Path
 from typing import Any
 
 from mission_gym.baselines import POLICIES
-from mission_gym.evaluation import EvalResult, by_guards, evaluate_gym, evaluate_mission, held_out_seeds
+from mission_gym.evaluation import (
+    BestOf,
+    EvalResult,
+    best_of,
+    by_guards,
+    evaluate_gym,
+    evaluate_mission,
+    evaluate_mission_blocks,
+    held_out_seeds,
+    situation_problem,
+    situation_seeds,
+)
 from mission_gym.scripts.cli import CliParser, add_trust_pickle, fail, one_line_missing_extras
+
+#: what --policy takes: the scripted baselines, and the search over a model's own plays
+POLICY_CHOICES = (*POLICIES, "search")
 
 #: how many defenders guard the objective, in words
 GUARDS = {0: "none", 1: "one", 2: "two"}
@@ -28,7 +49,27 @@ def build_parser() -> CliParser:
         description="Evaluate a trained model (run name, run directory or .zip) or a scripted baseline on held-out seeds.",
     )
     p.add_argument("model", nargs="?", help="run name (under --runs-dir), run directory, or model .zip")
-    p.add_argument("--policy", choices=POLICIES, help="evaluate a scripted baseline instead of a model (Mission Gym only)")
+    p.add_argument(
+        "--policy", choices=POLICY_CHOICES,
+        help="a scripted baseline (greedy, random) instead of a model, or search: a privileged lookahead search over "
+             "the model's own sampled plays on copies of the simulation (Mission Gym only)",
+    )  # fmt: skip
+    p.add_argument(
+        "--defenders", default=None, metavar="MODE+MODE",
+        help="only the held-out games of this situation, e.g. guard_objective+guard_objective (the defenders' modes: "
+             "patrol, guard_objective, intercept, one per defender; Mission Gym)",
+    )  # fmt: skip
+    p.add_argument(
+        "--best-of", type=int, default=None, metavar="N",
+        help="also play each start N times with sampled actions: per situation the deterministic win rate, one sampled "
+             "play's and the share of starts some play wins (Mission Gym)",
+    )  # fmt: skip
+    p.add_argument(
+        "--search-budget", default="20,8,4,150", metavar="E,C,K,H",
+        help="--policy search: every E steps, C candidate E-step prefixes, each on K copies of the game with fresh "
+             "dice, continued H steps by the sampled policy [20,8,4,150]",
+    )  # fmt: skip
+    p.add_argument("--threads", type=int, default=None, help="CPU threads the games step on [every core]")
     p.add_argument("--episodes", type=int, default=200, help="number of episodes, on held-out seeds (default 200)")
     p.add_argument("--runs-dir", default="runs", help="where run names are looked up (default runs)")
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely one")
@@ -64,45 +105,124 @@ def format_result(r: EvalResult) -> str:
     return "\n".join(lines)
 
 
+def _refusal(args: Any) -> str | None:
+    """The one line that refuses these flags, or None."""
+    if args.episodes < 1:
+        return f"--episodes must be >= 1 (got {args.episodes})"
+    if args.best_of is not None and args.best_of < 1:
+        return f"--best-of must be >= 1 (got {args.best_of})"
+    if args.threads is not None and args.threads < 1:
+        return f"--threads must be >= 1 (got {args.threads})"
+    if args.policy == "search":
+        if args.model is None:
+            return "--policy search searches over a model's own plays: give the model (run name, run directory or .zip)"
+        from mission_gym.agents.search import SearchBudget
+
+        try:
+            SearchBudget.parse(args.search_budget)
+        except ValueError as exc:
+            return str(exc)
+    elif (args.model is None) == (args.policy is None):
+        return "give either a model (run name, run directory or .zip) or --policy greedy|random"
+    if args.defenders is not None:
+        return situation_problem(args.defenders)
+    return None
+
+
 @one_line_missing_extras
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.episodes < 1:
-        return fail(f"--episodes must be >= 1 (got {args.episodes})")
-    if (args.model is None) == (args.policy is None):
-        return fail("give either a model (run name, run directory or .zip) or --policy greedy|random")
-    seeds = held_out_seeds(args.episodes)
-    if args.policy is not None:
+    problem = _refusal(args)
+    if problem:
+        return fail(problem)
+    from mission_gym.hardware import available_cores
+
+    threads = args.threads or available_cores()
+    if args.policy in POLICIES:
+        if args.best_of is not None:
+            return fail("--best-of samples a model's actions: give a model, not --policy " + args.policy)
         from mission_gym.baselines import make_policy
         from mission_gym.config import load_config
 
-        result = evaluate_mission(make_policy(args.policy, load_config(), seed=0), args.episodes, seeds, args.policy)
+        seeds = _seeds(args, {})
+        result = evaluate_mission(make_policy(args.policy, load_config(), seed=0), len(seeds), seeds, args.policy)
+        return _report(args, result, None)
+    from mission_gym.agents import load_agent
+
+    try:
+        agent = load_agent(args.model, runs_dir=args.runs_dir, device=args.device, trust_pickle=args.trust_pickle)
+    except (FileNotFoundError, ValueError) as exc:
+        return fail(str(exc))
+    from mission_gym.envs import ENV_ID
+
+    name = str(args.model)
+    if agent.env_id != ENV_ID:
+        if args.policy or args.defenders or args.best_of:
+            return fail(f"--policy search, --defenders and --best-of play Mission Gym; {name} was trained on {agent.env_id}")
+        seeds = held_out_seeds(args.episodes)
+        return _report(args, evaluate_gym(lambda o: agent.predict(o, not args.stochastic), agent.env_id, args.episodes,
+                                          seeds, name, agent.env_kwargs), None)  # fmt: skip
+    import torch
+
+    torch.manual_seed(0)  # the sampled plays are the same every time
+    seeds = _seeds(args, agent.env_kwargs)
+    if args.policy == "search":
+        result = _search(agent, seeds, args.search_budget, threads, name)
     else:
-        from mission_gym.agents import load_agent
+        result = evaluate_mission(
+            lambda o: agent.predict(o, deterministic=not args.stochastic), len(seeds), seeds, name, agent.env_kwargs
+        )
+    extra = None
+    if args.best_of:
+        det = result if not args.stochastic and args.policy is None else evaluate_mission(
+            lambda o: agent.predict(o, deterministic=True), len(seeds), seeds, name, agent.env_kwargs)  # fmt: skip
+        sampled = evaluate_mission_blocks(lambda o: agent.predict(o, deterministic=False), len(seeds), args.best_of,
+                                          seeds, name, agent.env_kwargs, threads)  # fmt: skip
+        extra = best_of(det, sampled)
+    return _report(args, result, extra)
 
-        try:
-            agent = load_agent(args.model, runs_dir=args.runs_dir, device=args.device, trust_pickle=args.trust_pickle)
-        except (FileNotFoundError, ValueError) as exc:
-            return fail(str(exc))
 
-        def predict(obs: Any) -> Any:
-            return agent.predict(obs, deterministic=not args.stochastic)
+def _seeds(args: Any, env_kwargs: dict[str, Any]) -> list[int]:
+    if args.defenders is not None:
+        return situation_seeds(args.defenders, args.episodes, env_kwargs)
+    return held_out_seeds(args.episodes)
 
-        from mission_gym.envs import ENV_ID
 
-        name = str(args.model)
-        if agent.env_id == ENV_ID:
-            result = evaluate_mission(predict, args.episodes, seeds, name, agent.env_kwargs)
-        else:
-            result = evaluate_gym(predict, agent.env_id, args.episodes, seeds, name, agent.env_kwargs)
+def _search(agent: Any, seeds: list[int], budget: str, threads: int, name: str) -> EvalResult:
+    """The held-out games played by the search over ``agent``'s sampled plays."""
+    from mission_gym.agents.search import SearchBudget, search_results
+    from mission_gym.evaluation import summarize
+
+    games = search_results(lambda o: agent.predict(o, deterministic=False), seeds, agent.env_kwargs,
+                           SearchBudget.parse(budget), threads)  # fmt: skip
+    returns = [float(sum(g["reward_terms"].values())) for g in games]
+    modes = ["+".join(sorted(g["defender_modes"])) for g in games]
+    return summarize(f"search over {name}", seeds, returns, games, modes)
+
+
+def _report(args: Any, result: EvalResult, extra: BestOf | None) -> int:
+    out = result.to_dict()
+    if extra is not None:
+        out["best_of"] = extra.to_dict()
     if args.json == "-":
-        print(json.dumps(result.to_dict(), indent=2))
+        print(json.dumps(out, indent=2))
     else:
         print(format_result(result))
+        if extra is not None:
+            print(format_best_of(extra))
         if args.json:
-            Path(args.json).write_text(json.dumps(result.to_dict(), indent=2))
+            Path(args.json).write_text(json.dumps(out, indent=2))
             print(f"wrote {args.json}")
     return 0
+
+
+def format_best_of(b: BestOf) -> str:
+    """The best-of table: per situation, the deterministic play, one sampled play and some play of N."""
+    lines = [f"  best of {b.plays} sampled plays per start:", f"    {'':<32} {'games':>5}  deterministic  one play  some play"]
+    for key, row in b.rows.items():
+        lines.append(f"    {key:<32} {row['games']:>5}  {100 * row['deterministic']:12.1f}%  {100 * row['sampled']:7.1f}%  "
+                     f"{100 * row['some_play']:8.1f}%")  # fmt: skip
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,149 @@
+"""What is winnable: ``evaluate --best-of N`` (a policy's own sampled plays), ``--defenders MODE+MODE`` (one
+situation's held-out games) and ``--policy search`` (a privileged lookahead search over a policy's plays), and the
+saved states the search and the restarts copy games by."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mission_gym.agents.search import Search, SearchBudget, search_results
+from mission_gym.baselines import GreedyPolicy
+from mission_gym.envs import MissionVecEnv
+from mission_gym.evaluation import evaluate_mission, held_out_seeds, situation_seeds
+from mission_gym.sim.core import STATE_ARRAYS, MissionCore
+from mission_gym.sim.layout import A_STOP
+
+EVALUATE = [sys.executable, "-m", "mission_gym.scripts.evaluate"]
+# a hand-built game: no tags, 5 s of capture wins; a policy that stands still half the time and otherwise moves in a
+# random direction: its most likely action (stand still) stalls, its sampled plays wander and mostly stall too
+EASY = {"engagement": {"tag": {"enabled": False}, "capture": {"time_to_capture": 5.0}}}
+
+
+def wanderer(seed: int = 0):
+    rng = np.random.default_rng(seed)
+
+    def propose(obs: np.ndarray) -> np.ndarray:
+        moves = rng.integers(1, 9, size=(obs.shape[0], 4))
+        return np.where(rng.random(moves.shape) < 0.5, moves, A_STOP)
+
+    return propose
+
+
+def test_the_search_wins_a_hand_built_game_its_policys_greedy_play_loses() -> None:
+    seeds = held_out_seeds(3)
+    greedy = evaluate_mission(lambda obs: np.full((obs.shape[0], 4), A_STOP), 3, seeds, env_kwargs=EASY)
+    sampled = evaluate_mission(wanderer(1), 3, seeds, env_kwargs=EASY)
+    assert greedy.win_rate == 0.0 and sampled.win_rate < 1.0
+    games = search_results(wanderer(), seeds, EASY, SearchBudget(every=10, candidates=6, copies=2, horizon=20), threads=2)
+    assert [g["outcome"] for g in games] == ["captured"] * 3  # every game, where the policy's greedy play won none
+
+
+def test_the_search_does_not_depend_on_the_order_of_its_candidates() -> None:
+    venv = MissionVecEnv(3, **EASY)
+    venv.seed_envs(held_out_seeds(3))
+    venv.reset()
+    budget = SearchBudget(every=5, candidates=5, copies=3, horizon=10)
+    prefixes = Search(wanderer(), budget, seed=3).prefixes(venv.core, [0, 1, 2])
+    order = np.array([3, 0, 4, 2, 1])
+    wins, returns = Search(wanderer(7), budget, seed=3).scores(venv.core, [0, 1, 2], prefixes)
+    wins_p, returns_p = Search(wanderer(7), budget, seed=3).scores(venv.core, [0, 1, 2], prefixes[:, order])
+    # each candidate scored on the same copies whatever its place (the proposals after a prefix differ by draw only)
+    assert returns.std() > 0
+    chosen = Search(wanderer(), budget).choose(prefixes, wins, returns)
+    chosen_p = Search(wanderer(), budget).choose(prefixes[:, order], wins[:, order], returns[:, order])
+    assert np.array_equal(chosen, chosen_p)
+    scripted = Search(lambda obs: np.full((obs.shape[0], 4), A_STOP), budget, seed=3)  # nothing drawn after the prefix
+    a = scripted.scores(venv.core, [0, 1, 2], prefixes)
+    b = scripted.__class__(scripted.propose, budget, seed=3).scores(venv.core, [0, 1, 2], prefixes[:, order])
+    assert np.array_equal(a[0][:, order], b[0]) and np.allclose(a[1][:, order], b[1])
+    assert wins_p.shape == wins.shape and returns_p.shape == returns.shape
+
+
+def test_states_saved_from_a_won_game_restore_to_the_same_game_to_the_bit() -> None:
+    """A game the greedy baseline wins, saved at step 30 and restored into another env of another core: the same
+    actions replay it to the same won end, every array to the bit."""
+    venv = MissionVecEnv(1, **EASY)
+    venv.seed_envs(held_out_seeds(1))
+    venv.reset()
+    core = venv.core
+    greedy = GreedyPolicy(core.config)
+    actions, saved = [], None
+    while core.outcome(0) is None:
+        if len(actions) == 30:
+            saved = core.save_state(0)
+        actions.append(greedy(core.obs).astype(np.int64))
+        core.step(actions[-1])
+    assert core.outcome(0) == "captured" and saved is not None
+    end = {name: getattr(core, name)[0].copy() for name in STATE_ARRAYS}
+    other = MissionCore(core.config, n_envs=3)
+    other.restore_state(2, saved)
+    for a in actions[30:]:
+        other.step(np.repeat(a, 3, axis=0))
+    assert other.outcome(2) == "captured"
+    for name in STATE_ARRAYS:
+        assert np.array_equal(getattr(other, name)[2], end[name]), name
+
+
+def test_situation_seeds_are_held_out_games_of_that_situation() -> None:
+    seeds = situation_seeds("guard_objective+guard_objective", 12)
+    assert seeds == sorted(seeds) and seeds[0] >= 900_000_000
+    venv = MissionVecEnv(12)
+    venv.seed_envs(seeds)
+    venv.reset()
+    assert all(sorted(venv.core.defender_modes(i)) == ["guard_objective"] * 2 for i in range(12))
+    assert situation_seeds("patrol+guard_objective", 5) == situation_seeds("guard_objective+patrol", 5)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    runs = tmp_path_factory.mktemp("runs")
+    cmd = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "quick", "--timesteps", "1024",
+           "--runs-dir", str(runs), "--run-name", "q", "--no-progress"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return runs / "q"
+
+
+def _evaluate(args: list[str], tmp_path: Path) -> dict:
+    out = tmp_path / "r.json"
+    proc = subprocess.run([*EVALUATE, *args, "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text())
+
+
+def test_best_of_1_with_its_deterministic_play_equals_evaluate(model: Path, tmp_path: Path) -> None:
+    plain = _evaluate([str(model), "--episodes", "40"], tmp_path)
+    best = _evaluate([str(model), "--episodes", "40", "--best-of", "1"], tmp_path)
+    table = best.pop("best_of")
+    assert best == plain  # the deterministic play is evaluate's, to the digit
+    assert table["plays"] == 1 and table["rows"]["all"]["deterministic"] == plain["win_rate"]
+    assert table["rows"]["all"]["some_play"] == table["rows"]["all"]["sampled"]  # one play: some play is that play
+    assert sum(row["games"] for key, row in table["rows"].items() if key != "all") == 40
+
+
+def test_one_situation_and_the_search_from_the_command_line(model: Path, tmp_path: Path) -> None:
+    one = _evaluate([str(model), "--episodes", "6", "--defenders", "guard_objective+guard_objective"], tmp_path)
+    assert set(one["by_defender_modes"]) == {"guard_objective+guard_objective"} and one["episodes"] == 6
+    search = _evaluate([str(model), "--episodes", "2", "--policy", "search", "--search-budget", "10,2,2,10"], tmp_path)
+    assert search["episodes"] == 2 and search["policy"].startswith("search over")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--defenders", "guard_objective+gard"], "'gard' is not a defender mode; valid: patrol, guard_objective, intercept"),
+        (["--defenders", "patrol"], "names 1 defenders; this game has 2"),
+        (["--policy", "search", "--search-budget", "20,8"], "--search-budget '20,8' is not valid"),
+        (["--best-of", "0"], "--best-of must be >= 1 (got 0)"),
+    ],
+)
+def test_bad_ceiling_flags_are_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    proc = subprocess.run([*EVALUATE, "some-run", *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.startswith("error")]) == 1
