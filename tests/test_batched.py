@@ -181,3 +181,37 @@ def test_runs_trained_together_follow_each_run_trained_alone(tmp_path) -> None:
         assert result.status == "paused" and result.timesteps == 516
         assert diff < TOLERANCE
         assert (result.run_dir / "progress.csv").is_file() and (result.run_dir / ".lock").read_text() == ""  # released
+
+
+def test_the_stacked_normaliser_is_each_members_vecnormalize_to_the_bit() -> None:
+    """``MemberEnvs`` steps the members' games as one core and normalises their observations and rewards as one
+    stacked computation; member by member it returns what that member's own ``VecNormalize(VecMonitor(MissionVecEnv))``
+    returns, and leaves its statistics where that wrapper leaves them. Tolerance: none (the same bits)."""
+    from mission_gym.vec.grouped import MemberEnvs
+
+    seeds, n_envs = [3, 5, 8], 16
+
+    def envs() -> list[Any]:
+        return [make_vec_env("MissionGym-v0", n_envs, "native", seed=s, normalize=True, normalize_reward=True) for s in seeds]
+
+    grouped_envs, alone = envs(), envs()
+    first = [env.reset() for env in grouped_envs]
+    assert all(np.array_equal(a, env.reset()) for a, env in zip(first, alone))
+    grouped = MemberEnvs(grouped_envs, threads=2)
+    grouped.start_rollout(first)
+    rng = np.random.default_rng(0)
+    for _ in range(300):  # several episodes end and restart in the meantime
+        actions = rng.integers(0, 11, size=(len(seeds), n_envs, 4))
+        obs, rewards, dones, infos = grouped.step(actions)
+        for i, env in enumerate(alone):
+            o, r, d, info = env.step(actions[i])
+            assert np.array_equal(obs[i], o) and np.array_equal(rewards[i], r) and np.array_equal(dones[i], d)
+            for k in np.flatnonzero(d):
+                assert np.array_equal(infos[i][k]["terminal_observation"], info[k]["terminal_observation"])
+    grouped.end_rollout()
+    for mine, own in zip(grouped_envs, alone):
+        for name in ("obs_rms", "ret_rms"):
+            a, b = getattr(mine, name), getattr(own, name)
+            assert np.array_equal(a.mean, b.mean) and np.array_equal(a.var, b.var) and a.count == b.count
+        assert np.array_equal(mine.returns, own.returns)
+        assert np.array_equal(mine.get_original_obs(), own.get_original_obs())

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from stable_baselines3 import PPO
 
+from mission_gym.config.yaml_io import read_yaml
 from mission_gym.launch.progress import planned_steps
 from mission_gym.rundir.directory import RunDir
 from mission_gym.settings.overrides import apply_overrides
@@ -71,3 +72,36 @@ def test_the_plan_counts_every_stage_and_every_draw():
     assert planned_steps(config, {"members": [], "cuts": []}) == 10_000_000 + 3_000_000 + 1_500_000 + 12_500_000
     drawn = {"members": [{"name": f"m{k}", "drawn_at": 2_000_000} for k in range(8, 12)], "cuts": []}
     assert planned_steps(config, drawn) == 27_000_000 + 4 * 2_000_000
+
+
+def test_an_interrupted_gpu_preset_run_resumes_to_the_same_plan(tmp_path):
+    """``heavy`` (its restarts from a winner's games included) as one batched learner, as on a GPU, stopped by
+    Ctrl-C once its first cut is recorded: the resumed run keeps that cut as it was and trains its plan on, the kept
+    member and its clone to the end, nobody else."""
+    pop = ("population={size: 3, cuts: [{at: 1024, keep: 1, clones: 1}], episodes: 4, final_episodes: 4, "
+           "learner: batched}")  # fmt: skip
+    args = ["--preset", "heavy", "--device", "cpu", "--timesteps", "16000", "--n-envs", "16", "--n-steps", "32",
+            "--save-freq", "512", "--eval-freq", "0", "--run-name", "h", "--no-progress", "--hyperparams", pop,
+            "restarts.until=1024", "phases=[]", "curriculum=[]"]  # fmt: skip
+    proc = subprocess.Popen(CLI + args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state = tmp_path / "runs" / "h" / "population.json"
+    deadline = time.monotonic() + 240
+    while not (state.is_file() and json.loads(state.read_text())["cuts"]):
+        assert proc.poll() is None, proc.stdout.read() + proc.stderr.read()
+        assert time.monotonic() < deadline, "no cut in time"
+        time.sleep(0.2)
+    time.sleep(2)  # the kept member and its clone are training on
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    cut = json.loads(state.read_text())["cuts"][0]
+    assert cut["kept"] == [cut["kept"][0], "m3"] and cut["clones"] == ["m3"]
+    done = run_cli(["--resume", "h", "--no-progress"], tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    cuts = json.loads(state.read_text())["cuts"]
+    assert cuts[0] == cut and len(cuts) == 2  # the cut stands; the end is the plan's second stage
+    assert {s["member"] for s in cuts[1]["scores"]} == set(cut["kept"])  # the kept member and its clone, no one else
+    for name in cut["kept"]:
+        member = RunDir(tmp_path / "runs" / "h" / "members" / name)
+        assert json.loads((member / "metadata.json").read_text())["status"] == "finished"
+        assert read_yaml(member / "config.yaml")["restarts"]["states"] == "winner_states.npz"

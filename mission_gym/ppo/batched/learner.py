@@ -181,6 +181,10 @@ class BatchedLearner:
         if self.envs is not None:
             self.envs.start_rollout([model._last_obs for model in models])
         self._dones: list[Any] = [model._last_episode_starts for model in models]
+        # the truncated games' last observations (step, member, env, observation), their values taken at the
+        # rollout's end in one pass: the policy does not change within a rollout, so they are the values SB3 takes at
+        # each step, without a device round trip per step
+        self._truncated: list[tuple[int, int, int, np.ndarray]] = []
         for n in range(models[0].n_steps):
             if not self._rollout_step(n):
                 break
@@ -196,15 +200,12 @@ class BatchedLearner:
         gens = [m.torch_gen for m in members] if self.streams else None
         actions = self.act(obs, gens, n)
         results = self._step_envs(members, actions, live)
-        ended: list[tuple[int, int, np.ndarray]] = []
         for i in live:
             if i in results:
-                self._member_step(i, n, actions[i], results[i], ended)
-        if ended:
-            self._bootstrap(ended, n)
+                self._member_step(i, n, actions[i], results[i])
         return True
 
-    def _member_step(self, i: int, n: int, actions: np.ndarray, result: tuple[Any, ...], ended: list[Any]) -> None:
+    def _member_step(self, i: int, n: int, actions: np.ndarray, result: tuple[Any, ...]) -> None:
         """A member's share of a step: its step count, its callbacks (a stop leaves the batch), its episode
         infos, truncated games to bootstrap, and what the rollout stores."""
         m = self.active[i]
@@ -223,7 +224,7 @@ class BatchedLearner:
         for k in ended_ids:  # bootstrap the value of a truncated episode, as SB3 does
             info = infos[k]
             if info.get("terminal_observation") is not None and info.get("TimeLimit.truncated", False):
-                ended.append((i, int(k), info["terminal_observation"]))
+                self._truncated.append((n, i, int(k), info["terminal_observation"]))
         self.storage.rewards[n, i] = rewards
         self.storage.starts[n, i] = model._last_episode_starts
         model._last_obs = new_obs
@@ -239,6 +240,8 @@ class BatchedLearner:
         running = [i for i, m in enumerate(members) if m.status == "running"]
         if not running:
             return
+        if self._truncated:
+            self._bootstrap(self._truncated)
         with th.no_grad():
             obs = th.as_tensor(np.stack([model._last_obs for model in models]), device=self.device)
             last_values = self.stack.values(obs).cpu().numpy()
@@ -271,22 +274,22 @@ class BatchedLearner:
                 out[i] = result
         return out
 
-    def _bootstrap(self, ends: list[tuple[int, int, np.ndarray]], n: int) -> None:
+    def _bootstrap(self, ends: list[tuple[int, int, int, np.ndarray]]) -> None:
         """Add ``gamma`` times the value of each truncated episode's last observation to its stored reward (the
-        values of every member's truncated episodes in one batched pass)."""
-        per: dict[int, list[tuple[int, np.ndarray]]] = {}
-        for i, k, terminal in ends:
-            per.setdefault(i, []).append((k, terminal))
+        values of every member's truncated episodes of the rollout in one batched pass)."""
+        per: dict[int, list[tuple[int, int, np.ndarray]]] = {}
+        for n, i, k, terminal in ends:
+            per.setdefault(i, []).append((n, k, terminal))
         width = max(len(v) for v in per.values())
-        obs = np.zeros((self.stack.size, width, *np.shape(ends[0][2])), dtype=np.float32)
+        obs = np.zeros((self.stack.size, width, *np.shape(ends[0][3])), dtype=np.float32)
         for i, rows in per.items():
-            for j, (_, terminal) in enumerate(rows):
+            for j, (_, _, terminal) in enumerate(rows):
                 obs[i, j] = terminal
         with th.no_grad():
             values = self.stack.values(th.as_tensor(obs, device=self.device)).cpu().numpy()
         for i, rows in per.items():
             gamma = self.active[i].model.gamma
-            for j, (k, _) in enumerate(rows):
+            for j, (n, k, _) in enumerate(rows):
                 self.storage.rewards[n, i, k] += gamma * values[i, j]
 
     # --- evaluation ----------------------------------------------------------------------------------------------
