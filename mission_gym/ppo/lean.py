@@ -113,7 +113,7 @@ class LeanPPO(LeanEntropy, PPO):
             _swap_tanh(self.policy, _SIGMOID_TANH_MIN if small else 0)
 
     def _excluded_save_params(self) -> list[str]:
-        return [*super()._excluded_save_params(), "_compiled", "distillation"]
+        return [*super()._excluded_save_params(), "_compiled", "distillation", "_heads"]
 
     # --- the update -------------------------------------------------------------------------------------------
     def train(self) -> None:
