@@ -94,6 +94,9 @@ def test_quick_preset_leaves_a_complete_run(tmp_path):
     assert json.loads((run / "metadata.json").read_text())["status"] == "finished"
     assert "finished: 2,048 / 2,048 steps" in proc.stdout and "steps/s" in proc.stdout and "win rate" in proc.stdout
     assert proc.stdout.count("n_epochs: 2") == 1  # the resolved configuration, printed once
+    # where to look next: the run's page and the held-out evaluation, a command that works as printed
+    assert f"dashboard {Path('runs') / 'q' / 'dashboard.html'}" in proc.stdout
+    assert f"python -m mission_gym.scripts.evaluate {Path('runs') / 'q'} --episodes 1000" in proc.stdout
     with open(run / "progress.csv") as f:
         header = next(csv.reader(f))
     for tag in ("mission/win_rate", "mission/outcome_timeout", "reward/win_bonus", "time/rollout_s", "time/train_s"):
@@ -174,7 +177,7 @@ def test_signal_saves_a_checkpoint(tmp_path, sig, code):
     assert meta["status"] == "interrupted"
     last = RunDir(run).latest_checkpoint()
     assert last is not None and last[0] == meta["timesteps"] > 0  # saved at the step it stopped
-    assert "interrupted" in out
+    assert "interrupted" in out and f"continue: python -m mission_gym.scripts.train_ppo --resume {Path('runs') / 's'}" in out
 
 
 def test_resume_after_sigkill_continues_steps_and_curves(tmp_path):

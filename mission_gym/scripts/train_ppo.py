@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
@@ -228,7 +229,19 @@ def _train_population(population: Any) -> int:
     refresh_dashboards(population.run.path, force=True)
     print(result.summary())
     print(f"  tensorboard --logdir {population.run.path / 'tb'}   (every member: {population.members_dir})")
+    _next_steps(population.run.path, result.status, True)
     return int(result.exit_code)
+
+
+def _next_steps(run: Path, status: str, population: bool) -> None:
+    """Where to look next: the run's page, and for a finished run the held-out evaluation (games training never
+    saw, unlike the score above); for a stopped one the command that continues it."""
+    print(f"  dashboard {run / 'dashboard.html'}")
+    if status == "finished":
+        games = "1,000 held-out games, by situation" if population else "held-out games"
+        print(f"  {games}: python -m mission_gym.scripts.evaluate {run} --episodes 1000")
+    elif status in ("interrupted", "paused"):
+        print(f"  continue: python -m mission_gym.scripts.train_ppo --resume {run}")
 
 
 def _train_run(trainer: Any, args: argparse.Namespace) -> int:
@@ -244,6 +257,7 @@ def _train_run(trainer: Any, args: argparse.Namespace) -> int:
     refresh_dashboards(trainer.run.path, force=True)
     print(result.summary())
     print(f"  tensorboard --logdir {trainer.run.path / 'tb'}")
+    _next_steps(trainer.run.path, result.status, False)
     return int(result.exit_code)
 
 
