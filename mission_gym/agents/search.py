@@ -24,6 +24,8 @@ from mission_gym.sim.core import STATE_ARRAYS, MissionCore
 
 #: a policy's sampled actions ``(n, attackers)`` for raw observations ``(n, obs_dim)``
 Propose = Callable[[np.ndarray], np.ndarray]
+#: indices of games in a core
+Games = Sequence[int] | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class SearchBudget:
         return cls(*values)
 
 
-def _states(core: MissionCore, games: Sequence[int]) -> dict[str, np.ndarray]:
+def _states(core: MissionCore, games: Games) -> dict[str, np.ndarray]:
     return {name: getattr(core, name)[list(games)].copy() for name in STATE_ARRAYS}
 
 
@@ -103,7 +105,7 @@ class Search:
     def _streams(self, n: int) -> np.ndarray:
         return self.rng.integers(0, 2**63, size=n, dtype=np.uint64)
 
-    def prefixes(self, core: MissionCore, games: Sequence[int]) -> np.ndarray:
+    def prefixes(self, core: MissionCore, games: Games) -> np.ndarray:
         """``candidates`` prefixes for each of ``games``, drawn by the sampled policy on copies:
         ``(games, candidates, every, attackers)``."""
         b = self.budget
@@ -117,14 +119,14 @@ class Search:
         _play(copies, b.every, act)
         return drawn.reshape(b.every, len(games), b.candidates, -1).transpose(1, 2, 0, 3)
 
-    def scores(self, core: MissionCore, games: Sequence[int], prefixes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def scores(self, core: MissionCore, games: Games, prefixes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Wins out of ``copies`` and mean return of each game's candidate ``prefixes`` ``(games, candidates, every,
         attackers)``: each played on copies of its game, copy ``r`` on the same random stream for every candidate,
         then the sampled policy for ``horizon`` steps."""
         b = self.budget
         n_games, n_cand = prefixes.shape[:2]
-        streams = self._streams(n_games * b.copies).reshape(n_games, 1, b.copies)
-        streams = np.broadcast_to(streams, (n_games, n_cand, b.copies)).reshape(-1)
+        per_copy = self._streams(n_games * b.copies).reshape(n_games, 1, b.copies)  # the same for every candidate
+        streams = np.broadcast_to(per_copy, (n_games, n_cand, b.copies)).reshape(-1)
         copies = _copies(core, _states(core, games), n_cand * b.copies, streams, self.threads)
         # the prefix of env (game, candidate, copy) at each step
         scripted = np.repeat(prefixes.reshape(n_games * n_cand, b.every, -1), b.copies, axis=0)
@@ -145,7 +147,7 @@ class Search:
             out[g] = prefixes[g, max(range(len(keys)), key=keys.__getitem__)]
         return out
 
-    def decide(self, core: MissionCore, games: Sequence[int]) -> np.ndarray:
+    def decide(self, core: MissionCore, games: Games) -> np.ndarray:
         """The next ``every`` actions of each of ``games``."""
         prefixes = self.prefixes(core, games)
         wins, returns = self.scores(core, games, prefixes)
@@ -159,7 +161,11 @@ class Search:
                 return
             plan = np.zeros((core.n_envs, self.budget.every, core.n_attackers), dtype=np.int64)
             plan[games] = self.decide(core, games)
-            _play(core, self.budget.every, lambda k, rows, plan=plan: plan[rows, k])
+
+            def scripted(k: int, rows: np.ndarray, plan: np.ndarray = plan) -> np.ndarray:
+                return plan[rows, k]
+
+            _play(core, self.budget.every, scripted)
 
 
 def search_results(
