@@ -3,6 +3,7 @@ run directory, Ctrl-C and ``--resume`` of a population, and pausing a single run
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mission_gym.config.yaml_io import ConfigError
+from mission_gym.config.yaml_io import ConfigError, read_yaml
 from mission_gym.launch.members import member_seeds, stages
 from mission_gym.rundir.directory import RunDir
 from mission_gym.rundir.evaluations import EvalRecord
@@ -337,3 +338,25 @@ def test_scoring_on_several_cores_plays_the_same_games_as_one(tmp_path):
     # one worker per core while each has enough games to pay for its start
     assert scoring_workers(32, 200, 16) == 10 and scoring_workers(8, 200, 2) == 2 and scoring_workers(2, 200, 16) == 1
     assert scoring_workers(6, 1000, 2) == 2 and scoring_workers(3, 4, 8) == 1
+
+
+@pytest.mark.parametrize("learner", ["processes", "batched"])
+def test_a_cut_can_give_the_members_that_carry_on_more_envs(tmp_path, learner):
+    """``cuts[].n_envs``: the kept member and its clone carry on from their checkpoints with 8 envs instead of 4 (a
+    rollout twice as long each iteration), in either learner; a size that does not split into minibatches is refused."""
+    pop = f"population={{size: 3, cuts: [{{at: 512, keep: 1, clones: 1, n_envs: 8}}], episodes: 4, learner: {learner}}}"
+    proc = run_cli(["--preset", "quick", "--timesteps", "2048", "--run-name", "p", "--hyperparams", pop,
+                    "--no-progress"], tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = tmp_path / "runs" / "p"
+    cut = json.loads((run / "population.json").read_text())["cuts"][0]
+    assert "carry on with 8 envs each" in proc.stdout
+    for name in cut["kept"]:
+        member = run / "members" / name
+        assert read_yaml(member / "config.yaml")["n_envs"] == 8
+        steps = [int(float(r["time/total_timesteps"])) for r in csv.DictReader(open(member / "progress.csv"))]
+        assert steps[-1] - steps[-2] == 8 * 64  # a rollout of 8 envs x 64 steps after the cut
+        assert json.loads((member / "metadata.json").read_text())["status"] == "finished"
+    bad = "population={size: 3, cuts: [{at: 512, keep: 1, n_envs: 3}]}"
+    refused = run_cli(["--preset", "quick", "--timesteps", "2048", "--run-name", "q", "--hyperparams", bad], tmp_path)
+    assert refused.returncode == 2 and "n_envs 3 x n_steps 64 is not a multiple of batch_size" in refused.stderr

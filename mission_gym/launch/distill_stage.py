@@ -62,3 +62,14 @@ def make_students(members_dir: Path, names: list[str], distill: dict[str, Any]) 
 def describe(teachers: dict[str, dict[str, Any]]) -> list[str]:
     """One line per situation: its teacher and that teacher's wins there."""
     return [f"  {key:<33} {t['member']:>4} {t['model']:<32} {t['wins']}/{t['games']} won" for key, t in teachers.items()]
+
+
+def distill_cut(members_dir: Path, cut: Any, cuts: list[dict[str, Any]], students: list[str]) -> dict[str, Any]:
+    """A cut's distillation: the members that carry on (``students``) become students of each situation's best model
+    scored at ``cuts`` so far (:func:`choose_teachers`); the teachers chosen (none: nobody learns from anyone)."""
+    teachers = choose_teachers(cuts, members_dir, cut.distill.min_games)
+    if teachers:
+        make_students(members_dir, students, student_config(teachers, members_dir, cut.at, cut.distill))
+        print(f"population: {', '.join(students)} learn from each situation's teacher until step "
+              f"{cut.at + cut.distill.steps:,}:\n" + "\n".join(describe(teachers)), flush=True)  # fmt: skip
+    return teachers

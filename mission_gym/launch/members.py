@@ -73,6 +73,14 @@ def clone_member(members_dir: Path, best: str, name: str, seed: int, step: int) 
         log.write(f"clone of {best} at step {step:,} with seed {seed}\n")
 
 
+def grow_envs(members_dir: Path, names: list[str], n_envs: int) -> None:
+    """Members ``names`` carry on with ``n_envs`` envs each: written into each one's saved configuration, which its
+    resume builds its env from (the checkpoint's model and statistics take the new env as SB3's ``load`` does)."""
+    for name in names:
+        path = members_dir / name / "config.yaml"
+        atomic_write_text(path, dump_yaml({**read_yaml(path), "n_envs": n_envs}))
+
+
 def adopt_winner(run: RunDir, members_dir: Path, best: dict[str, Any], timesteps: int) -> None:
     """Copy the winning member's files into the run directory; its best-scoring model is ``best_model.zip``."""
     src = RunDir(members_dir / best["member"])

@@ -35,10 +35,18 @@ from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
 from mission_gym.hardware import core_ids
-from mission_gym.launch.distill_stage import choose_teachers, describe, make_students, student_config
+from mission_gym.launch.distill_stage import distill_cut
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import LocalLauncher
-from mission_gym.launch.members import adopt_winner, check_variant, clone_member, member_config, member_seeds, stages
+from mission_gym.launch.members import (
+    adopt_winner,
+    check_variant,
+    clone_member,
+    grow_envs,
+    member_config,
+    member_seeds,
+    stages,
+)
 from mission_gym.launch.progress import PopulationProgress
 from mission_gym.launch.report import JobRecord
 from mission_gym.launch.restart_stage import restart_block
@@ -162,6 +170,8 @@ class PopulationRun:
         memory_check = options.get("memory_check", True)
         checked = Trainer.check(member_config(config, config.seed), memory_check=memory_check)
         config = config.model_copy(update={"batch_size": checked.config.batch_size, "vec_env": checked.config.vec_env})
+        if config.cut_envs_problem():
+            raise ConfigError(str(config.cut_envs_problem()))
         seeds = member_seeds(config.seed, config.population.size)
         variants = config.population.variants
         recipes = [check_variant(config, v, i, memory_check) for i, v in enumerate(variants)] if variants else [config]
@@ -326,7 +336,10 @@ class PopulationRun:
         if drawn:
             record["drawn"] = drawn
         if cut is not None and cut.distill is not None:
-            record["teachers"] = self._distill(cut, [*earlier, record], kept + clones)
+            record["teachers"] = distill_cut(self.members_dir, cut, [*earlier, record], kept + clones)
+        if cut is not None and cut.n_envs is not None:
+            grow_envs(self.members_dir, kept + clones, cut.n_envs)
+            print(f"population: {', '.join(kept + clones)} carry on with {cut.n_envs} envs each", flush=True)
         return {**record, "clones": clones} if clones else record
 
     def _train_and_score(
@@ -477,15 +490,6 @@ class PopulationRun:
         (:func:`~mission_gym.launch.scoring.score_members`)."""
         pop = self.config.population
         return score_members(self.members_dir, names, self.config, final, pop.final_checkpoints)
-
-    def _distill(self, cut: Any, cuts: list[dict[str, Any]], students: list[str]) -> dict[str, Any]:
-        """The members that carry on become students of each situation's best scored model (:mod:`distill_stage`)."""
-        teachers = choose_teachers(cuts, self.members_dir, cut.distill.min_games)
-        if teachers:
-            make_students(self.members_dir, students, student_config(teachers, self.members_dir, cut.at, cut.distill))
-            print(f"population: {', '.join(students)} learn from each situation's teacher until step "
-                  f"{cut.at + cut.distill.steps:,}:\n" + "\n".join(describe(teachers)), flush=True)  # fmt: skip
-        return teachers
 
 
 def is_population_run(run: str | Path, runs_dir: str | Path) -> bool:

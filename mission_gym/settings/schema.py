@@ -156,6 +156,12 @@ class PopulationCut(_Strict):
     redraws: int = Field(0, ge=0, description="new members drawn when the best member wins less than redraw_below")
     distill: DistillStage | None = Field(None, description="the members that carry on learn from each situation's best")
     redraw_restarts: RestartStage | None = Field(None, description="drawn members start games from the best's won games")
+    n_envs: int | None = Field(
+        None,
+        ge=1,
+        description="envs per member from this cut on (a larger rollout each iteration, the same minibatch size: the "
+        "few members of a late stage keep more cores busy)",
+    )
 
     @model_validator(mode="after")
     def _check_redraw(self) -> PopulationCut:
@@ -357,6 +363,24 @@ class TrainConfig(_Strict):
             if variant.model_dump().get("curriculum") and self.env != ENV_ID:
                 raise ValueError(f"population.variants[{i}].curriculum changes Mission Gym's game; env {self.env!r} has none")
         return self
+
+    @model_validator(mode="after")
+    def _check_cut_envs(self) -> TrainConfig:
+        problem = self.cut_envs_problem()
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    def cut_envs_problem(self) -> str | None:
+        """Why a cut's ``n_envs`` cannot split into this configuration's minibatches (once ``batch_size`` is a
+        number), or None."""
+        for cut in self.population.cuts:
+            if cut.n_envs is not None and isinstance(self.batch_size, int) and cut.n_envs * self.n_steps % self.batch_size:
+                return (
+                    f"population.cuts at {cut.at:,}: n_envs {cut.n_envs} x n_steps {self.n_steps} is not a multiple of "
+                    f"batch_size {self.batch_size}"
+                )
+        return None
 
     @property
     def rollout(self) -> int:
