@@ -16,6 +16,8 @@
 #   run.tgz      the run directory without TensorBoard events and frames (the survivors' models and checkpoints,
 #                every member's log, progress.csv and scores): unpack it into .gpu_resume/ to resume it next call.
 # With .whl/ (wheels of packages the machine lacks, see the device README) they are installed to /tmp/site first.
+# RUN_ARGS adds train_ppo flags to a new run, e.g. RUN_ARGS="--hyperparams population.cuts[2].n_envs=512" (the last
+# stage's two members with 512 envs each).
 set -u
 OUT=${OUT:-/tmp/gpu_check}
 PRESET=${PRESET:-heavy}
