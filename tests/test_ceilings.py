@@ -16,6 +16,7 @@ from mission_gym.agents.search import Search, SearchBudget, search_results
 from mission_gym.baselines import GreedyPolicy
 from mission_gym.envs import MissionVecEnv
 from mission_gym.evaluation import evaluate_mission, held_out_seeds, situation_seeds
+from mission_gym.extras.restarts import StartStates, record_search_states
 from mission_gym.sim.core import STATE_ARRAYS, MissionCore
 from mission_gym.sim.layout import A_STOP
 
@@ -42,6 +43,27 @@ def test_the_search_wins_a_hand_built_game_its_policys_greedy_play_loses() -> No
     assert greedy.win_rate == 0.0 and sampled.win_rate < 1.0
     games = search_results(wanderer(), seeds, EASY, SearchBudget(every=10, candidates=6, copies=2, horizon=20), threads=2)
     assert [g["outcome"] for g in games] == ["captured"] * 3  # every game, where the policy's greedy play won none
+
+
+def test_the_searchs_won_games_are_recorded_as_restart_states(tmp_path: Path) -> None:
+    """``record_states.py --policy search``: the search's games, a state at each of its decisions from the game's
+    start, only the games it won; the first state of each is the game as its seed starts it."""
+    seeds = held_out_seeds(3)
+    budget = SearchBudget(every=10, candidates=6, copies=2, horizon=20)
+    out = tmp_path / "search.npz"
+    saved = record_search_states(wanderer(), out, EASY, seeds, budget, threads=2)
+    states = StartStates(out)
+    with np.load(out) as data:
+        games, to_end = data["game"], data["to_end"]
+    assert saved == to_end.size and sorted(set(games.tolist())) == [0, 1, 2]  # the search wins all three
+    fresh = MissionVecEnv(3, **EASY)
+    fresh.seed_envs(seeds)
+    fresh.reset()
+    for g in range(3):
+        ends = to_end[games == g]
+        assert (np.diff(ends) == -budget.every).all() and ends[-1] <= budget.every  # every decision to the last
+        first = np.flatnonzero(games == g)[0]
+        assert all(np.array_equal(states.arrays[name][first], getattr(fresh.core, name)[g]) for name in states.arrays)
 
 
 def test_the_search_does_not_depend_on_the_order_of_its_candidates() -> None:

@@ -4,18 +4,25 @@ Plays ``--games`` games of the agent (deterministic, its own observation statist
 neither training nor the held-out evaluation uses), keeps the simulation's state every ``--every`` steps of each game
 it wins, and writes them to OUT (``.npz``). A configuration then names it: ``restarts: {states: OUT}``; a file beside
 the presets may be named by its file name alone (the shipped ``winner_states.npz`` was made this way).
+``--defenders MODE+MODE`` plays only games of that situation; ``--policy search`` plays them by the privileged
+lookahead search over the agent's sampled plays (``evaluate --policy search``), keeping the state at each of its
+decisions: won games of a plan the agent does not play yet.
 
     python tools/record_states.py RUN_OR_MODEL OUT.npz [--games 200] [--every 5]
+    python tools/record_states.py RUN OUT.npz --defenders guard_objective+guard_objective --policy search
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
 
+from mission_gym.agents.search import SearchBudget
 from mission_gym.config import ConfigError
+from mission_gym.evaluation import situation_problem
 from mission_gym.extras.restarts import record_model_states
 from mission_gym.scripts.cli import CliParser, fail
 
@@ -34,12 +41,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--games", type=positive, default=200, help="games to play (default 200)")
     parser.add_argument("--every", type=positive, default=5, help="keep a state every this many steps (default 5)")
     parser.add_argument("--trust-pickle", action="store_true", help="load an agent that exists only as pickles")
+    parser.add_argument(
+        "--defenders",
+        default=None,
+        metavar="MODE+MODE",
+        help="only games whose defenders draw these modes, e.g. guard_objective+guard_objective",
+    )
+    parser.add_argument(
+        "--policy",
+        choices=("agent", "search"),
+        default="agent",
+        help="agent: its deterministic play (default); search: the lookahead search over its sampled plays, a state "
+        "at each decision (--every is the search's)",
+    )
+    parser.add_argument(
+        "--search-budget",
+        default="20,8,4,150",
+        metavar="E,C,K,H",
+        help="--policy search: every E steps, C candidate prefixes, each on K copies, H steps on (default 20,8,4,150)",
+    )
     args = parser.parse_args(argv)
     if not args.out.endswith(".npz"):
         return fail(f"OUT {args.out!r} must end in .npz (a states file)")
+    problem = situation_problem(args.defenders) if args.defenders is not None else None
+    try:
+        budget = SearchBudget.parse(args.search_budget) if args.policy == "search" else None
+    except ValueError as exc:
+        problem = str(exc)
+    if problem:
+        return fail(problem)
     torch.set_num_threads(1)
     try:
-        saved = record_model_states(args.model, args.out, args.games, args.every, trust_pickle=args.trust_pickle)
+        saved = record_model_states(
+            args.model,
+            args.out,
+            args.games,
+            args.every,
+            trust_pickle=args.trust_pickle,
+            situation=args.defenders,
+            search=budget,
+            threads=os.cpu_count() or 1,
+        )
     except (FileNotFoundError, ConfigError) as exc:  # no such agent, pickles refused, no game won
         return fail(str(exc))
     print(f"{saved:,} states of won games written to {args.out}")

@@ -153,12 +153,17 @@ class Search:
         wins, returns = self.scores(core, games, prefixes)
         return self.choose(prefixes, wins, returns)
 
-    def play(self, core: MissionCore) -> None:
-        """Play every game of ``core`` to its end, each decision from the search."""
+    def play(self, core: MissionCore, visit: Callable[[int, np.ndarray], None] | None = None) -> None:
+        """Play every game of ``core`` to its end, each decision from the search; ``visit(step, games)`` is called
+        before each decision with the games still running (to record their states)."""
+        step = 0
         while True:
             games = np.flatnonzero(core.ev[:, L.E_OUTCOME] == L.O_NONE)
             if games.size == 0:
                 return
+            if visit is not None:
+                visit(step, games)
+            step += self.budget.every
             plan = np.zeros((core.n_envs, self.budget.every, core.n_attackers), dtype=np.int64)
             plan[games] = self.decide(core, games)
 

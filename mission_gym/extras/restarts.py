@@ -20,6 +20,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from mission_gym.config import ConfigError
 from mission_gym.rundir.files import atomic_open
+from mission_gym.sim import layout as L
 from mission_gym.sim.core import STATE_ARRAYS
 
 #: what a restart restores: every array of a game's state but its random stream (the env keeps its own)
@@ -29,51 +30,131 @@ MIN_GAMES = 8
 
 
 def record_model_states(
-    model: str | Path, out: str | Path, games: int = 200, every: int = 5, trust_pickle: bool = False
+    model: str | Path,
+    out: str | Path,
+    games: int = 200,
+    every: int = 5,
+    trust_pickle: bool = False,
+    situation: str | None = None,
+    search: Any = None,
+    threads: int = 1,
 ) -> int:
     """:func:`record_states` of a saved model (deterministic actions, its own observation statistics and game;
-    ``trust_pickle``: a model saved before the safe agent files)."""
+    ``trust_pickle``: a model saved before the safe agent files), or with ``search`` (a
+    :class:`~mission_gym.agents.search.SearchBudget`) :func:`record_search_states` over its sampled plays.
+    ``situation`` (``MODE+MODE``): only games whose defenders draw those modes."""
     from mission_gym.agents.loading import load_agent
 
     agent = load_agent(model, trust_pickle=trust_pickle)
-    return record_states(agent.predict, out, agent.env_kwargs, games, every)
+    seeds = record_seeds(games, agent.env_kwargs, situation)
+    if search is not None:
+        propose = lambda o: agent.predict(o, deterministic=False)  # noqa: E731
+        return record_search_states(propose, out, agent.env_kwargs, seeds, search, threads)
+    return record_states(agent.predict, out, agent.env_kwargs, len(seeds), every, seeds=seeds)
+
+
+#: the first seed of recorded games: neither training (small numbers), in-training evaluation (500M) nor held-out
+#: evaluation (900M) plays them
+RECORD_SEED_BASE = 600_000_000
+
+
+def record_seeds(games: int, env_kwargs: dict[str, Any], situation: str | None = None) -> list[int]:
+    """The seeds of ``games`` games to record, from :data:`RECORD_SEED_BASE` up (only ``situation``'s, if given)."""
+    from mission_gym.evaluation import situation_seeds
+
+    if situation is None:
+        return [RECORD_SEED_BASE + k for k in range(games)]
+    return situation_seeds(situation, games, env_kwargs, base=RECORD_SEED_BASE)
 
 
 def record_states(
-    predict: Any, out: str | Path, env_kwargs: dict[str, Any], games: int = 200, every: int = 5, seed_base: int = 600_000_000
+    predict: Any,
+    out: str | Path,
+    env_kwargs: dict[str, Any],
+    games: int = 200,
+    every: int = 5,
+    seed_base: int = RECORD_SEED_BASE,
+    seeds: list[int] | None = None,
 ) -> int:
-    """Play ``games`` games of ``predict`` (observations -> actions) and save, for the games it wins, the state every
-    ``every`` steps with the steps left to the game's end, to ``out`` (``.npz``); the states saved.
+    """Play ``games`` games of ``predict`` (observations -> actions; on ``seeds``, else from ``seed_base`` up) and
+    save, for the games it wins, the state every ``every`` steps with the steps left to the game's end, to ``out``
+    (``.npz``); the states saved.
 
     :raises ConfigError: when it wins no game
     """
     from mission_gym.envs import MissionVecEnv
 
-    env = MissionVecEnv(games, **env_kwargs)
-    env.seed_envs([seed_base + k for k in range(games)])
+    seeds = seeds or [seed_base + k for k in range(games)]
+    env = MissionVecEnv(len(seeds), **env_kwargs)
+    env.seed_envs(seeds)
     obs: Any = env.reset()
-    core = env.core
-    taken: list[list[tuple[int, dict[str, np.ndarray]]]] = [[] for _ in range(games)]
-    ended = np.zeros(games, dtype=bool)
-    won = np.zeros(games, dtype=bool)
-    length = np.zeros(games, dtype=int)
+    taken = _Taken(env.core)
+    ended = np.zeros(len(seeds), dtype=bool)
     t = 0
     while not ended.all():
         if t % every == 0:
-            for i in np.flatnonzero(~ended):
-                taken[i].append((t, {name: getattr(core, name)[i].copy() for name in RESTORED}))
+            taken.visit(t, np.flatnonzero(~ended))
         obs, _, dones, infos = env.step(predict(obs))
         t += 1
-        for i in np.flatnonzero(dones & ~ended):
-            ended[i], won[i], length[i] = True, infos[i].get("outcome") == "captured", t
-    rows = [(i, length[i] - step, state) for i in np.flatnonzero(won) for step, state in taken[i]]
-    if not rows:
-        raise ConfigError(f"restarts: the policy won none of {games} games; it has no states to restart from")
-    arrays: dict[str, Any] = {name: np.stack([state[name] for _, _, state in rows]) for name in RESTORED}
-    arrays.update(game=np.array([g for g, _, _ in rows]), to_end=np.array([e for _, e, _ in rows]))
-    with atomic_open(out) as f:  # a killed recording leaves no half-written states file
-        np.savez_compressed(f, **arrays)
-    return len(rows)
+        done = np.flatnonzero(dones)  # the env starts another game there at once, which is not recorded
+        taken.ends(done, t, [infos[i].get("outcome") == "captured" for i in done])
+        ended[done] = True
+    return taken.write(out)
+
+
+def record_search_states(
+    propose: Any, out: str | Path, env_kwargs: dict[str, Any], seeds: list[int], budget: Any, threads: int = 1
+) -> int:
+    """Play the games ``seeds`` by the privileged search over ``propose``'s sampled plays
+    (:class:`~mission_gym.agents.search.Search` with ``budget``) and save the states of the games it wins at each of
+    its decisions, as :func:`record_states` does: the won games of a plan the policy alone does not play yet.
+
+    :raises ConfigError: when it wins no game
+    """
+    from mission_gym.agents.search import Search
+    from mission_gym.envs import MissionVecEnv
+
+    env = MissionVecEnv(len(seeds), threads=threads, **env_kwargs)
+    env.seed_envs(seeds)
+    env.reset()
+    taken = _Taken(env.core)
+    Search(propose, budget, threads).play(env.core, taken.visit)
+    core = env.core  # every game has ended, where it stands: its length is its step counter
+    taken.ends(np.arange(core.n_envs), core.ev[:, L.E_STEP].astype(int), core.ev[:, L.E_OUTCOME] == L.O_CAPTURED)
+    return taken.write(out)
+
+
+class _Taken:
+    """States taken along each game of a core, and how each game ended, until written as a states file."""
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+        self.states: list[list[tuple[int, dict[str, np.ndarray]]]] = [[] for _ in range(core.n_envs)]
+        self.length = np.zeros(core.n_envs, dtype=int)
+        self.won = np.zeros(core.n_envs, dtype=bool)
+
+    def visit(self, t: int, games: np.ndarray) -> None:
+        """Keep the state of each of ``games`` at step ``t`` (of games that have not ended yet)."""
+        for i in games[self.length[games] == 0]:
+            self.states[i].append((t, {name: getattr(self.core, name)[i].copy() for name in RESTORED}))
+
+    def ends(self, games: np.ndarray, t: Any, won: Any) -> None:
+        """``games`` ended at step ``t`` (one for all, or one each), each won or not (``won``, one each); only a
+        game's first end counts."""
+        for k, i in enumerate(games):
+            if self.length[i] == 0:
+                self.length[i], self.won[i] = np.broadcast_to(t, games.shape)[k], won[k]
+
+    def write(self, out: str | Path) -> int:
+        """Write the won games' states with their steps to the end; the states written."""
+        rows = [(i, self.length[i] - step, state) for i in np.flatnonzero(self.won) for step, state in self.states[i]]
+        if not rows:
+            raise ConfigError(f"restarts: the policy won none of {self.core.n_envs} games; it has no states to restart from")
+        arrays: dict[str, Any] = {name: np.stack([state[name] for _, _, state in rows]) for name in RESTORED}
+        arrays.update(game=np.array([g for g, _, _ in rows]), to_end=np.array([e for _, e, _ in rows]))
+        with atomic_open(out) as f:  # a killed recording leaves no half-written states file
+            np.savez_compressed(f, **arrays)
+        return len(rows)
 
 
 def states_path(name: str | Path) -> Path:
