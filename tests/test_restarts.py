@@ -72,6 +72,25 @@ def test_a_run_restarts_from_states_and_logs_how_far_back(tmp_path: Path, states
     assert rows and all(int(float(r["time/total_timesteps"])) <= 3000 + 16 * 64 for r in rows)
 
 
+def test_a_list_of_restarts_restarts_from_each_in_its_span_and_none_between(tmp_path: Path, states_file: Path) -> None:
+    """Two blocks in one session: the first to step 1,500, none between, the second (its own start, 50 steps back)
+    from 2,500; the rollouts that start inside a span log its restarts, the others none."""
+    preset = tmp_path / "p.yaml"
+    preset.write_text(
+        f"base: quick\ntimesteps: 4096\nn_envs: 16\nrestarts:\n"
+        f"  - {{states: {states_file}, share: 1.0, back: 10, step: 10, advance_at: 0.01, until: 1500}}\n"
+        f"  - {{states: {states_file}, share: 1.0, back: 50, step: 5, advance_at: 1.0, start: 2500, until: 4000}}\n"
+    )
+    proc = subprocess.run([sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", str(preset), "--run-name", "r",
+                           "--no-progress"], cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(tmp_path / "runs" / "r" / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    back = {int(float(r["time/total_timesteps"])) - 1024: r.get("restarts/back") for r in rows}  # by rollout start
+    assert sorted(back) == [0, 1024, 2048, 3072] and back[2048] == "" and back[3072] == "50"
+    assert back[0] in ("10", "20") and back[1024] in ("10", "20", "30")  # the first block's, moving back or not
+
+
 def test_a_cut_whose_draws_would_restart_from_a_best_that_won_nothing_draws_without_restarts(tmp_path: Path) -> None:
     """A quick population's members win no game: the draws' restarts have no won game to start from, so the cut says
     so in one line and draws as it would without them."""

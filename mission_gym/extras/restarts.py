@@ -216,22 +216,44 @@ class Restarter:
 
 
 class RestartsCallback(BaseCallback):
-    """Moves the start back when the rollout's restarted games are won often enough; stops restarting at ``until``.
-    Logs ``restarts/back`` (steps before the end) and ``restarts/win_rate`` (of the rollout's restarted games)."""
+    """Restarts from the block of ``restarts`` whose span holds the run's step (none outside every span): moves its
+    start back when the rollout's restarted games are won often enough. Logs ``restarts/back`` (steps before the
+    end) and ``restarts/win_rate`` (of the rollout's restarted games).
 
-    def __init__(self, env: Any, restarter: Restarter, advance_at: float, until: int) -> None:
+    :param env: the training env (its ``reset_hook``)
+    :param blocks: each ``restarts`` block with its states
+    :param seed: the run's seed; a block's restarts draw from ``seed`` + the step they begin at
+    :param step: the session's first env step
+    """
+
+    def __init__(self, env: Any, blocks: list[tuple[Any, StartStates]], seed: int, step: int) -> None:
         super().__init__()
-        self.env, self.restarter, self.advance_at, self.until = env, restarter, advance_at, until
+        self.env, self.blocks, self.seed = env, blocks, seed
+        self.active: int | None = None
+        self.restarter: Restarter | None = None
+        self.advance_at = 1.0
         self.wins = self.games = 0
+        self._switch(step)
+
+    def _switch(self, t: int) -> None:
+        """Restart from the block whose span holds step ``t``, a fresh :class:`Restarter` when it changes."""
+        active = next((k for k, (spec, _) in enumerate(self.blocks) if spec.start <= t < spec.until), None)
+        if active == self.active:
+            return
+        self.active, self.restarter = active, None
+        if active is not None:
+            spec, states = self.blocks[active]
+            self.restarter = Restarter(self.env.num_envs, states, spec.share, spec.back, spec.step, seed=self.seed + t)
+            self.advance_at = spec.advance_at
+        self.env.reset_hook = self.restarter
 
     def _on_rollout_start(self) -> None:
-        if self.model.num_timesteps >= self.until:
-            self.env.reset_hook = None
+        self._switch(self.model.num_timesteps)
         self.wins = self.games = 0
 
     def _on_step(self) -> bool:
         dones = self.locals["dones"]
-        if self.env.reset_hook is None or not dones.any():
+        if self.restarter is None or not dones.any():
             return True
         infos = self.locals["infos"]
         for i, was in zip(np.flatnonzero(dones), self.restarter.ended_restarted):
@@ -241,24 +263,25 @@ class RestartsCallback(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
-        if self.env.reset_hook is None:
+        restarter = self.restarter
+        if restarter is None:
             return
         rate = self.wins / self.games if self.games else 0.0
         if self.games >= MIN_GAMES and rate >= self.advance_at:  # no further back than the longest game's start
-            self.restarter.back = min(self.restarter.back + self.restarter.step, self.restarter.states.longest)
-        self.logger.record("restarts/back", self.restarter.back)
+            restarter.back = min(restarter.back + restarter.step, restarter.states.longest)
+        self.logger.record("restarts/back", restarter.back)
         if self.games:
             self.logger.record("restarts/win_rate", rate)
 
 
 def restarts_part(config: Any, venv: Any, step: int) -> RestartsCallback | None:
-    """The run part ``restarts``: the training env's reset hook, and the callback that moves the start back; None
-    without ``restarts`` or once the run is past its ``until``.
+    """The run part ``restarts``: the training env's reset hook, and the callback that moves the start back and
+    changes blocks at their steps; None without ``restarts`` or once the run is past every block's ``until``.
 
     :raises ConfigError: for a training env without Mission Gym's batched core, or a file that is no states file
     """
-    spec = config.restarts
-    if spec is None or step >= spec.until:
+    blocks = [b for b in config.restarts or [] if step < b.until]
+    if not blocks:
         return None
     env = getattr(venv, "unwrapped", venv)
     core = getattr(env, "core", None)
@@ -267,13 +290,14 @@ def restarts_part(config: Any, venv: Any, step: int) -> RestartsCallback | None:
             f"restarts needs Mission Gym's batched training env (vec_env native), got {config.vec_env!r}: use "
             "--vec-env native or set restarts: null"
         )
-    states = StartStates(states_path(spec.states))
     shapes = {name: getattr(core, name).shape[1:] for name in RESTORED}
-    if any(states.arrays[name].shape[1:] != shapes[name] for name in RESTORED):
-        raise ConfigError(
-            f"restarts.states {spec.states!r} holds games of another scenario than this run's: record this scenario's "
-            "(tools/record_states.py) or set restarts: null"
-        )
-    restarter = Restarter(env.num_envs, states, spec.share, spec.back, spec.step, seed=config.seed + step)
-    env.reset_hook = restarter
-    return RestartsCallback(env, restarter, spec.advance_at, spec.until)
+    loaded = []
+    for block in blocks:
+        states = StartStates(states_path(block.states))
+        if any(states.arrays[name].shape[1:] != shapes[name] for name in RESTORED):
+            raise ConfigError(
+                f"restarts.states {block.states!r} holds games of another scenario than this run's: record this "
+                "scenario's (tools/record_states.py) or set restarts: null"
+            )
+        loaded.append((block, states))
+    return RestartsCallback(env, loaded, config.seed, step)

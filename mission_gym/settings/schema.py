@@ -119,16 +119,24 @@ class DistillStage(_Strict):
 
 class Restarts(_Strict):
     """Start some training games from states recorded along a winning member's won games (the backward algorithm of
-    Salimans & Chen 2018; :mod:`mission_gym.extras.restarts`): a ``share`` of the games that end start anew from a
-    state ``back`` steps before such a game's end, and the start moves ``step`` steps further back whenever at least
-    ``advance_at`` of the games started that way in a rollout are won, until env step ``until``."""
+    Salimans & Chen 2018; :mod:`mission_gym.extras.restarts`): from env step ``start``, a ``share`` of the games that
+    end start anew from a state ``back`` steps before such a game's end, and the start moves ``step`` steps further
+    back whenever at least ``advance_at`` of the games started that way in a rollout are won, until env step
+    ``until``. A list of them restarts from each file in its own span of steps."""
 
     states: str = Field(min_length=1, description="a states file (extras.restarts.record_states)")
     share: float = Field(0.5, gt=0, le=1)
     back: int = Field(30, ge=1, description="steps before a won game's end the first restarts start at")
     step: int = Field(30, ge=1, description="steps the start moves back at each advance")
     advance_at: float = Field(0.5, gt=0, le=1, description="win rate of restarted games that moves the start back")
+    start: int = Field(0, ge=0, description="env step from which games restart")
     until: int = Field(gt=0, description="env step after which every game starts afresh")
+
+    @model_validator(mode="after")
+    def _check_span(self) -> Restarts:
+        if self.start >= self.until:
+            raise ValueError(f"restarts from {self.states!r}: start {self.start:,} must come before until {self.until:,}")
+        return self
 
 
 class RestartStage(_Strict):
@@ -268,7 +276,9 @@ class TrainConfig(_Strict):
     phases: list[Phase] = Field(default_factory=list, description="later parts of the run with their own lr/entropy")
     curriculum: list[CurriculumStep] = Field(default_factory=list, description="game settings that start easier")
     distill: Distill | None = Field(None, description="learn from teachers chosen per game by the defenders' modes")
-    restarts: Restarts | None = Field(None, description="start some games from states along a winner's won games")
+    restarts: list[Restarts] | None = Field(
+        None, description="start some games from states along a winner's won games (a list: each in its own span)"
+    )
     population: Population = Field(default_factory=Population, description="members trained side by side")
     normalize: bool = Field(False, description="VecNormalize observations")
     normalize_reward: bool = Field(False, description="VecNormalize rewards too (needs normalize)")
@@ -282,6 +292,11 @@ class TrainConfig(_Strict):
     keep_checkpoints: int = Field(5, ge=1)
     tensorboard: bool = True
     hyperparams: dict[str, Any] = Field(default_factory=dict, description="extra keyword arguments for SB3's PPO")
+
+    @field_validator("restarts", mode="before")
+    @classmethod
+    def _one_block_is_a_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, Mapping | Restarts) else value
 
     @field_validator("network_arch", mode="before")
     @classmethod
@@ -362,6 +377,17 @@ class TrainConfig(_Strict):
         for i, variant in enumerate(self.population.variants):
             if variant.model_dump().get("curriculum") and self.env != ENV_ID:
                 raise ValueError(f"population.variants[{i}].curriculum changes Mission Gym's game; env {self.env!r} has none")
+        return self
+
+    @model_validator(mode="after")
+    def _check_restart_spans(self) -> TrainConfig:
+        blocks = self.restarts or []
+        for before, after in zip(blocks, blocks[1:]):
+            if after.start < before.until:
+                raise ValueError(
+                    f"restarts: each block's span follows the one before it; {after.states!r} starts at {after.start:,}, "
+                    f"before {before.states!r} ends at {before.until:,}"
+                )
         return self
 
     @model_validator(mode="after")
