@@ -10,7 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    create_model,
+    field_serializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from mission_gym import ENV_ID
 from mission_gym.config.loader import suggest
@@ -297,6 +306,11 @@ class TrainConfig(_Strict):
     @classmethod
     def _one_block_is_a_list(cls, value: Any) -> Any:
         return [value] if isinstance(value, Mapping | Restarts) else value
+
+    @field_serializer("restarts")
+    def _one_block_as_written(self, value: list[Restarts] | None) -> Any:
+        # one block is written as a mapping, as presets write it, so `restarts.until=...` overrides still find it
+        return value[0].model_dump() if value is not None and len(value) == 1 else value
 
     @field_validator("network_arch", mode="before")
     @classmethod
