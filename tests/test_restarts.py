@@ -160,3 +160,16 @@ def test_runs_with_restarts_trained_together_follow_each_run_trained_alone(tmp_p
         with open(result.run_dir / "progress.csv", newline="") as f:
             rates = [r["restarts/win_rate"] for r in csv.DictReader(f) if r.get("restarts/win_rate")]
         assert rates  # restarted games were played to their end in the batch
+
+
+def test_a_member_drawn_at_a_cut_keeps_its_recipes_later_restarts() -> None:
+    """The draw's block (the best's won games until the cut) replaces the recipe's earlier blocks; a block that
+    begins at the cut or later stays, so a drawn member trains through it as the others do."""
+    from mission_gym.launch.restart_stage import drawn_restarts
+
+    draw = {"states": "best.npz", "until": 2_000_000}
+    early = {"states": "winner_states.npz", "until": 2_000_000}
+    late = {"states": "search.npz", "start": 2_750_000, "until": 7_000_000}
+    assert drawn_restarts(draw, [early, late], 2_000_000) == [draw, late]
+    assert drawn_restarts(draw, early, 2_000_000) == draw
+    assert drawn_restarts(draw, None, 2_000_000) == draw

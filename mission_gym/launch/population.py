@@ -49,7 +49,7 @@ from mission_gym.launch.members import (
 )
 from mission_gym.launch.progress import PopulationProgress
 from mission_gym.launch.report import JobRecord
-from mission_gym.launch.restart_stage import restart_block
+from mission_gym.launch.restart_stage import drawn_restarts, restart_block
 from mission_gym.launch.scoring import describe_score, score_members
 from mission_gym.launch.together import MemberTask, resolve_learner, train_members_together
 from mission_gym.rundir.directory import (
@@ -372,7 +372,7 @@ class PopulationRun:
                 if leftover.exists():  # a clone's, from a session stopped before its cut was recorded
                     shutil.rmtree(leftover)
             recipe = read_yaml(self.members_dir / f"m{k % n_recipes}.yaml")  # that recipe's member configuration
-            extra = {"restarts": restarts} if restarts else {}
+            extra = {"restarts": drawn_restarts(restarts, recipe.get("restarts"), step)} if restarts else {}
             atomic_write_text(self.members_dir / f"{name}.yaml", dump_yaml({**recipe, "seed": seed, **extra}))
             members.append({"name": name, "seed": seed, "drawn_at": step})
             names.append(name)

@@ -31,3 +31,11 @@ def restart_block(
             return None
         tmp.replace(out)
     return {**stage.model_dump(), "states": str(out.resolve()), "until": step}
+
+
+def drawn_restarts(block: dict[str, Any], recipe: Any, step: int) -> dict[str, Any] | list[dict[str, Any]]:
+    """A drawn member's ``restarts``: ``block`` (the best's won games, until the cut at ``step``) and the blocks of
+    its recipe's ``restarts`` that begin at the cut or later, which it goes on to train through."""
+    blocks = recipe if isinstance(recipe, list) else [recipe] if recipe else []
+    later = [b for b in blocks if b.get("start", 0) >= step]
+    return [block, *later] if later else block
