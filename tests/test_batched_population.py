@@ -82,7 +82,7 @@ def test_an_interrupted_gpu_preset_run_resumes_to_the_same_plan(tmp_path):
            "learner: batched}")  # fmt: skip
     args = ["--preset", "heavy", "--device", "cpu", "--timesteps", "16000", "--n-envs", "16", "--n-steps", "32",
             "--save-freq", "512", "--eval-freq", "0", "--run-name", "h", "--no-progress", "--hyperparams", pop,
-            "restarts.until=1024", "phases=[]", "curriculum=[]"]  # fmt: skip
+            "restarts={states: winner_states.npz, until: 1024}", "phases=[]", "curriculum=[]"]  # fmt: skip
     proc = subprocess.Popen(CLI + args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state = tmp_path / "runs" / "h" / "population.json"
     deadline = time.monotonic() + 240

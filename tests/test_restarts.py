@@ -173,3 +173,25 @@ def test_a_member_drawn_at_a_cut_keeps_its_recipes_later_restarts() -> None:
     assert drawn_restarts(draw, [early, late], 2_000_000) == [draw, late]
     assert drawn_restarts(draw, early, 2_000_000) == draw
     assert drawn_restarts(draw, None, 2_000_000) == draw
+
+
+def test_an_interrupted_run_resumes_with_the_late_restarts(tmp_path: Path, states_file: Path) -> None:
+    """A run stopped before its second block's span resumes into it: the rollouts from there restart from the second
+    block's states (its own start, 50 steps back)."""
+    preset = tmp_path / "p.yaml"
+    preset.write_text(
+        f"base: quick\ntimesteps: 4096\nn_envs: 16\nsave_freq: 1024\nrestarts:\n"
+        f"  - {{states: {states_file}, share: 1.0, back: 10, step: 10, until: 1000}}\n"
+        f"  - {{states: {states_file}, share: 1.0, back: 50, step: 5, advance_at: 1.0, start: 2500, until: 4096}}\n"
+    )
+    train = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--no-progress"]
+    first = subprocess.run([*train, "--preset", str(preset), "--run-name", "r", "--stop-at", "2048"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = subprocess.run([*train, "--resume", "r"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "resuming" in again.stdout, again.stdout + again.stderr
+    with open(tmp_path / "runs" / "r" / "progress.csv", newline="") as f:
+        back = {int(float(r["time/total_timesteps"])) - 1024: r.get("restarts/back") for r in csv.DictReader(f)}
+    between = [back[t] for t in back if 1000 <= t < 2500]
+    late = [back[t] for t in back if t >= 2500]  # only rollouts of the resumed session begin there
+    assert between and set(between) == {""} and late and all(int(b) >= 50 for b in late), back
