@@ -14,9 +14,10 @@ import pytest
 
 from mission_gym.agents.search import Search, SearchBudget, search_results
 from mission_gym.baselines import GreedyPolicy
+from mission_gym.config import ConfigError
 from mission_gym.envs import MissionVecEnv
 from mission_gym.evaluation import evaluate_mission, held_out_seeds, situation_seeds
-from mission_gym.extras.restarts import StartStates, record_search_states
+from mission_gym.extras.restarts import StartStates, lost_seeds, record_search_states
 from mission_gym.sim.core import STATE_ARRAYS, MissionCore
 from mission_gym.sim.layout import A_STOP
 
@@ -64,6 +65,18 @@ def test_the_searchs_won_games_are_recorded_as_restart_states(tmp_path: Path) ->
         assert (np.diff(ends) == -budget.every).all() and ends[-1] <= budget.every  # every decision to the last
         first = np.flatnonzero(games == g)[0]
         assert all(np.array_equal(states.arrays[name][first], getattr(fresh.core, name)[g]) for name in states.arrays)
+
+
+def test_only_the_games_the_policy_loses_are_searched_for_states() -> None:
+    """``record_states.py --lost-only``: the seeds whose game the policy's own play loses, in their order; a policy
+    that loses none of them is refused."""
+    seeds = held_out_seeds(8)
+    played = evaluate_mission(wanderer(1), 8, seeds, env_kwargs=EASY)
+    lost = lost_seeds(wanderer(1), seeds, EASY, threads=2)
+    assert lost == [seed for seed, won in zip(seeds, played.won) if not won] and 0 < len(lost) < 8
+    greedy = GreedyPolicy(MissionVecEnv(1, **EASY).core.config)  # heads for the zone: wins every game of EASY
+    with pytest.raises(ConfigError, match="won all 8 games"):
+        lost_seeds(greedy, seeds, EASY)
 
 
 def test_the_search_does_not_depend_on_the_order_of_its_candidates() -> None:

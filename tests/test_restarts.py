@@ -121,9 +121,10 @@ def test_record_states_tool_writes_a_states_file_or_says_in_one_line_why_not(tmp
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "won none of 16 games" in proc.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # nothing written, not even a temporary file
     bad_search = (["runs/q", "s.npz", "--policy", "search", "--search-budget", "20,8"], "'20,8' is not valid")
+    lost_alone = (["runs/q", "s.npz", "--lost-only"], "--lost-only needs --policy search")
     for bad, says in ((["runs/q", "s.txt"], "must end in .npz"), (["runs/q", "s.npz", "--games", "0"], "'0' is not"),
                       (["runs/none", "s.npz"], "none"), (["runs/q", "s.npz", "--defenders", "guard+patrol"], "'guard' is not"),
-                      bad_search):  # fmt: skip
+                      bad_search, lost_alone):  # fmt: skip
         proc = subprocess.run([sys.executable, str(tool), *bad], cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
 

@@ -6,10 +6,12 @@ it wins, and writes them to OUT (``.npz``). A configuration then names it: ``res
 the presets may be named by its file name alone (the shipped ``winner_states.npz`` was made this way).
 ``--defenders MODE+MODE`` plays only games of that situation; ``--policy search`` plays them by the privileged
 lookahead search over the agent's sampled plays (``evaluate --policy search``), keeping the state at each of its
-decisions: won games of a plan the agent does not play yet.
+decisions: won games of a plan the agent does not play yet. ``--lost-only`` keeps only the games the agent's own
+play loses (with ``--policy search``: the search's wins where the agent has no plan).
 
     python tools/record_states.py RUN_OR_MODEL OUT.npz [--games 200] [--every 5]
     python tools/record_states.py RUN OUT.npz --defenders guard_objective+guard_objective --policy search
+    python tools/record_states.py RUN OUT.npz --games 2000 --lost-only --policy search
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         "at each decision (--every is the search's)",
     )
     parser.add_argument(
+        "--lost-only",
+        action="store_true",
+        help="with --policy search: only the games (of --games) that the agent's deterministic play loses",
+    )
+    parser.add_argument(
         "--search-budget",
         default="20,8,4,150",
         metavar="E,C,K,H",
@@ -68,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         budget = SearchBudget.parse(args.search_budget) if args.policy == "search" else None
     except ValueError as exc:
         problem = str(exc)
+    if args.lost_only and args.policy != "search":
+        problem = "--lost-only needs --policy search: the agent's own play wins none of the games it loses"
     if problem:
         return fail(problem)
     torch.set_num_threads(1)
@@ -81,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             situation=args.defenders,
             search=budget,
             threads=os.cpu_count() or 1,
+            lost_only=args.lost_only,
         )
     except (FileNotFoundError, ConfigError) as exc:  # no such agent, pickles refused, no game won
         return fail(str(exc))

@@ -38,15 +38,22 @@ def record_model_states(
     situation: str | None = None,
     search: Any = None,
     threads: int = 1,
+    lost_only: bool = False,
 ) -> int:
     """:func:`record_states` of a saved model (deterministic actions, its own observation statistics and game;
     ``trust_pickle``: a model saved before the safe agent files), or with ``search`` (a
     :class:`~mission_gym.agents.search.SearchBudget`) :func:`record_search_states` over its sampled plays.
-    ``situation`` (``MODE+MODE``): only games whose defenders draw those modes."""
+    ``situation`` (``MODE+MODE``): only games whose defenders draw those modes; ``lost_only``: only the games of
+    those ``games`` that the model's deterministic play loses (where a plan it does not play yet is needed).
+
+    :raises ConfigError: when it wins no game, or (``lost_only``) loses none
+    """
     from mission_gym.agents.loading import load_agent
 
     agent = load_agent(model, trust_pickle=trust_pickle)
     seeds = record_seeds(games, agent.env_kwargs, situation)
+    if lost_only:
+        seeds = lost_seeds(agent.predict, seeds, agent.env_kwargs, threads)
     if search is not None:
         propose = lambda o: agent.predict(o, deterministic=False)  # noqa: E731
         return record_search_states(propose, out, agent.env_kwargs, seeds, search, threads)
@@ -65,6 +72,20 @@ def record_seeds(games: int, env_kwargs: dict[str, Any], situation: str | None =
     if situation is None:
         return [RECORD_SEED_BASE + k for k in range(games)]
     return situation_seeds(situation, games, env_kwargs, base=RECORD_SEED_BASE)
+
+
+def lost_seeds(predict: Any, seeds: list[int], env_kwargs: dict[str, Any], threads: int = 1) -> list[int]:
+    """The seeds among ``seeds`` whose game ``predict`` loses.
+
+    :raises ConfigError: when it loses none
+    """
+    from mission_gym.evaluation import evaluate_mission_blocks
+
+    played = evaluate_mission_blocks(predict, len(seeds), 1, seeds, env_kwargs=env_kwargs, threads=threads)[0]
+    lost = [seed for seed, won in zip(seeds, played.won) if not won]
+    if not lost:
+        raise ConfigError(f"record_states --lost-only: the agent won all {len(seeds)} games; play more (--games)")
+    return lost
 
 
 def record_states(
