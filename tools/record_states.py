@@ -6,8 +6,8 @@ it wins, and writes them to OUT (``.npz``). A configuration then names it: ``res
 the presets may be named by its file name alone (the shipped ``winner_states.npz`` was made this way).
 ``--defenders MODE+MODE`` plays only games of that situation; ``--policy search`` plays them by the privileged
 lookahead search over the agent's sampled plays (``evaluate --policy search``), keeping the state at each of its
-decisions: won games of a plan the agent does not play yet. ``--lost-only`` keeps only the games the agent's own
-play loses (with ``--policy search``: the search's wins where the agent has no plan).
+decisions: won games of a plan the agent does not play yet. ``--lost-only`` (with ``--policy search``) searches only
+the games the agent's own play loses: the search's wins where the agent has no plan.
 
     python tools/record_states.py RUN_OR_MODEL OUT.npz [--games 200] [--every 5]
     python tools/record_states.py RUN OUT.npz --defenders guard_objective+guard_objective --policy search
