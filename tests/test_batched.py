@@ -183,6 +183,27 @@ def test_runs_trained_together_follow_each_run_trained_alone(tmp_path) -> None:
         assert (result.run_dir / "progress.csv").is_file() and (result.run_dir / ".lock").read_text() == ""  # released
 
 
+def test_a_phase_that_changes_n_epochs_changes_it_alone_and_in_the_batch(tmp_path) -> None:
+    """From a phase's start its ``n_epochs`` is every update's count, alone and in the batch (which rebuilds its
+    update for it), and each run trained together still follows its lone run."""
+    import csv
+
+    from mission_gym.settings.command import config_for_argv
+
+    phases = "phases=[{start: 512, n_epochs: 1}]"
+    configs = [
+        config_for_argv(["--preset", "quick", "--timesteps", "2048", "--seed", str(s), "--hyperparams", phases])
+        for s in (0, 5)
+    ]
+    for diff, result in alone_then_together(configs, tmp_path, stop_at=1024):
+        assert result.status == "paused" and diff < TOLERANCE
+        for run in (result.run_dir, tmp_path / "alone" / result.run_dir.name):
+            # quick's n_epochs 2 for the update after the first 256-step rollout; the update at step 512 is the phase's
+            with open(run / "progress.csv") as f:
+                used = [row["train/n_epochs"] for row in csv.DictReader(f) if row.get("train/n_epochs")]
+            assert used == ["2", "1", "1", "1"], (run, used)
+
+
 def test_the_stacked_normaliser_is_each_members_vecnormalize_to_the_bit() -> None:
     """``MemberEnvs`` steps the members' games as one core and normalises their observations and rewards as one
     stacked computation; member by member it returns what that member's own ``VecNormalize(VecMonitor(MissionVecEnv))``

@@ -354,7 +354,7 @@ def test_mujoco_hopper_trains(tmp_path):
 
 # --- phases -----------------------------------------------------------------------------------------------------
 def test_phased_schedule_restarts_and_decays():
-    from mission_gym.ppo.schedules import PhasedSchedule, entropy_schedule, learning_rate_schedule
+    from mission_gym.ppo.schedules import PhasedSchedule, entropy_schedule, epochs_schedule, learning_rate_schedule
 
     lr = PhasedSchedule((0.0, 0.6), (1e-3, 3e-4), "linear")
     assert lr(1.0) == pytest.approx(1e-3) and lr(1 - 0.3) == pytest.approx(5e-4)  # halfway through phase 0
@@ -369,6 +369,9 @@ def test_phased_schedule_restarts_and_decays():
     assert entropy_schedule(0.0, phases, 100)(0.3) == 0.01  # the later phase keeps the earlier entropy
     assert learning_rate_schedule(1e-3, "linear", phases, 100)(0.4) == pytest.approx(1e-3 * (1 - 0.1 / 0.25))
     assert entropy_schedule(0.01, [Phase(start=50, learning_rate=1e-4)], 100) is None
+    epochs = epochs_schedule(8, [Phase(start=30, n_epochs=4), Phase(start=60, ent_coef=0.0)], 100)
+    assert [epochs(r) for r in (1.0, 0.71, 0.7, 0.1)] == [8, 8, 4, 4]  # from 30 on, kept by the phase at 60
+    assert epochs_schedule(8, phases, 100) is None
     # a phase may change the schedule kind: constant, then a linear decay
     mixed = learning_rate_schedule(1e-3, "constant", [Phase(start=40, learning_rate=3e-4, lr_schedule="linear")], 100)
     assert mixed(0.61) == 1e-3 and mixed(0.6) == pytest.approx(3e-4) and mixed(0.3) == pytest.approx(1.5e-4)

@@ -110,9 +110,11 @@ def train_members_together(
     for name, trainer in trainers.items():
         # a member the batch does not cover (another policy) trains alone, as a group of one
         key = batch_key(trainer.model) if batchable(trainer.model) is None else name
-        groups.setdefault((key, stop_at[name]), []).append(name)
+        # members whose phases change n_epochs at other steps cannot share one update loop
+        epochs = tuple((p.start, p.n_epochs) for p in trainer.config.phases if p.n_epochs is not None)
+        groups.setdefault((key, epochs, stop_at[name]), []).append(name)
     stopped: int | None = None
-    for (_, stop), names in groups.items():
+    for (_, _, stop), names in groups.items():
         group = [trainers[n] for n in names]
         if stopped is not None:  # a signal ended the earlier group: these do not start
             for trainer in group:

@@ -1,4 +1,4 @@
-"""Learning-rate and entropy schedules over a run's progress, with optional phases.
+"""Learning-rate, entropy and epoch schedules over a run's progress, with optional phases.
 
 A run's ``phases`` (see :class:`~mission_gym.settings.schema.Phase`) split it at env steps (here as fractions of its
 timesteps, SB3's unit of progress);
@@ -64,7 +64,7 @@ def phase_values(initial: Any, phases: Sequence[Any], field: str, timesteps: int
 
     :param initial: the run's own value (the first phase's)
     :param phases: objects with ``start`` (an env step) and ``field`` attributes
-    :param field: ``learning_rate``, ``lr_schedule`` or ``ent_coef``
+    :param field: ``learning_rate``, ``lr_schedule``, ``ent_coef`` or ``n_epochs``
     :param timesteps: the run's length
     """
     starts, values = [0.0], [initial]
@@ -91,5 +91,14 @@ def learning_rate_schedule(value: float, kind: str, phases: Sequence[Any] = (), 
 
 def entropy_schedule(value: float, phases: Sequence[Any] = (), timesteps: int = 1) -> PhasedSchedule | None:
     """The entropy coefficient per phase (constant within each), or None when no phase changes it."""
-    starts, values = phase_values(value, phases, "ent_coef", timesteps)
+    return _constant_per_phase(value, phases, "ent_coef", timesteps)
+
+
+def epochs_schedule(value: int, phases: Sequence[Any] = (), timesteps: int = 1) -> PhasedSchedule | None:
+    """PPO's passes over each rollout per phase, or None when no phase changes them."""
+    return _constant_per_phase(value, phases, "n_epochs", timesteps)
+
+
+def _constant_per_phase(value: Any, phases: Sequence[Any], field: str, timesteps: int) -> PhasedSchedule | None:
+    starts, values = phase_values(value, phases, field, timesteps)
     return PhasedSchedule(starts, values, kind="constant") if len(set(values)) > 1 else None

@@ -48,8 +48,9 @@ def shadowed_overrides(config: TrainConfig, overrides: Mapping[str, Any]) -> lis
     replaces in ``config`` (the configuration they resolved to), so that a change that does not reach the whole
     run is said before it starts.
 
-    A phase that sets ``learning_rate``, ``lr_schedule`` or ``ent_coef`` takes over from its start; a variant that
-    sets a field (or, for ``env_kwargs`` and ``hyperparams``, the same key) replaces the value in its members.
+    A phase that sets ``learning_rate``, ``lr_schedule``, ``ent_coef`` or ``n_epochs`` takes over from its start; a
+    variant that sets a field (or, for ``env_kwargs`` and ``hyperparams``, the same key) replaces the value in its
+    members.
     """
     notes: list[str] = []
     variants = [v.model_dump() if isinstance(v, BaseModel) else dict(v) for v in config.population.variants]

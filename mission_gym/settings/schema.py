@@ -47,12 +47,13 @@ class _Strict(BaseModel):
 class Phase(_Strict):
     """A later part of a run (``phases:`` in a preset): from env step ``start`` on, the learning rate restarts from
     ``learning_rate`` and follows ``lr_schedule`` over the phase (``linear``: down to 0 at its end), and ``ent_coef``
-    applies. An unset value keeps the previous phase's."""
+    and ``n_epochs`` apply. An unset value keeps the previous phase's."""
 
     start: int = Field(gt=0, description="env step where the phase begins")
     learning_rate: float | None = Field(None, gt=0)
     lr_schedule: Schedule | None = None
     ent_coef: float | None = Field(None, ge=0)
+    n_epochs: int | None = Field(None, ge=1, description="passes over each rollout in an update")
 
 
 class CurriculumStep(_Strict):

@@ -405,25 +405,30 @@ def run_progress(model: Any) -> float:
     return model.num_timesteps / total
 
 
-class EntropyPhaseCallback(BaseCallback):
-    """Set PPO's entropy coefficient for the phase the run is in (``phases:`` of the config) before each update,
-    and log the value each update used as ``train/ent_coef`` (in the row of its ``train/learning_rate``).
+class PhaseCallback(BaseCallback):
+    """Set the PPO settings that are constant within a phase (``phases:`` of the config: ``ent_coef``,
+    ``n_epochs``) for the phase the run is in before each update, and log the value each update used as
+    ``train/<name>`` (in the row of its ``train/learning_rate``).
 
-    :param schedule: ``ent_coef(progress_remaining)``, e.g. from :func:`~mission_gym.ppo.schedules.entropy_schedule`
+    :param schedules: the model attribute -> its value by ``progress_remaining``, e.g. from
+        :func:`~mission_gym.ppo.schedules.entropy_schedule` and :func:`~mission_gym.ppo.schedules.epochs_schedule`
     """
 
-    def __init__(self, schedule: Callable[[float], float]) -> None:
+    def __init__(self, schedules: dict[str, Callable[[float], float]]) -> None:
         super().__init__()
-        self.schedule = schedule
+        self.schedules = schedules
         self.updates = 0
 
     def _apply(self) -> None:
-        self.model.ent_coef = float(self.schedule(1.0 - run_progress(self.model)))  # type: ignore[attr-defined]
+        for name, schedule in self.schedules.items():
+            value = schedule(1.0 - run_progress(self.model))
+            setattr(self.model, name, int(value) if name == "n_epochs" else float(value))
 
     def _record(self) -> None:
         # SB3 dumps a rollout's row before its update, so an update's train/* values land in the next row
         if self.updates:
-            self.logger.record("train/ent_coef", self.model.ent_coef)  # type: ignore[attr-defined]
+            for name in self.schedules:
+                self.logger.record(f"train/{name}", getattr(self.model, name))
 
     def _on_training_start(self) -> None:
         self._apply()

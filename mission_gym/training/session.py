@@ -21,13 +21,13 @@ from typing import Any
 
 from mission_gym.agents.spec import AgentSpec
 from mission_gym.hardware import disarm_parent_death_signal
-from mission_gym.ppo.schedules import entropy_schedule
+from mission_gym.ppo.schedules import entropy_schedule, epochs_schedule
 from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.rundir.files import now, read_json
 from mission_gym.settings.schema import TrainConfig
 from mission_gym.training.callbacks import (
-    EntropyPhaseCallback,
     EpisodeMetricsCallback,
+    PhaseCallback,
     RolloutThreadsCallback,
     StepCheckpointCallback,
     StepEvalCallback,
@@ -113,9 +113,12 @@ class Session:
             self.monitor,
             *extra,
         ]
-        ent_schedule = entropy_schedule(config.ent_coef, config.phases, config.timesteps)
-        if ent_schedule is not None:
-            out.append(EntropyPhaseCallback(ent_schedule))
+        phased = {
+            "ent_coef": entropy_schedule(config.ent_coef, config.phases, config.timesteps),
+            "n_epochs": epochs_schedule(config.n_epochs, config.phases, config.timesteps),
+        }
+        if any(s is not None for s in phased.values()):
+            out.append(PhaseCallback({name: s for name, s in phased.items() if s is not None}))
         out += trainer.setup.callbacks
         if self.pause is not None:
             out.append(self.pause)

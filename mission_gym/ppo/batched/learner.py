@@ -333,7 +333,10 @@ class BatchedLearner:
             data.append(teachers)
         key = (len(models), any(v != 0.0 for v in hyper["ent"]), any(m.target_kl is not None for m in models),
                teachers is not None)  # fmt: skip
-        if self.update is None or self.update.key != key:
+        if len({model.n_epochs for model in models}) != 1:  # together.py batches only members of one epochs schedule
+            raise ValueError(f"batched members must share n_epochs, got {[model.n_epochs for model in models]}")
+        # a phase may change n_epochs: the update's buffers and graph are built for one count
+        if self.update is None or self.update.key != key or self.update.n_epochs != first.n_epochs:
             self.update = BatchedUpdate(self.stack, self.adam, first, key)
         size = self.update.size
         # every epoch's order drawn now (the graph takes them at once); a member whose target KL ends its update
