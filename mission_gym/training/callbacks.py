@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -414,15 +414,14 @@ class PhaseCallback(BaseCallback):
         :func:`~mission_gym.ppo.schedules.entropy_schedule` and :func:`~mission_gym.ppo.schedules.epochs_schedule`
     """
 
-    def __init__(self, schedules: dict[str, Callable[[float], float]]) -> None:
+    def __init__(self, schedules: Mapping[str, Callable[[float], float]]) -> None:
         super().__init__()
         self.schedules = schedules
         self.updates = 0
 
     def _apply(self) -> None:
-        for name, schedule in self.schedules.items():
-            value = schedule(1.0 - run_progress(self.model))
-            setattr(self.model, name, int(value) if name == "n_epochs" else float(value))
+        for name, schedule in self.schedules.items():  # the phases' own values: ent_coef a float, n_epochs an int
+            setattr(self.model, name, schedule(1.0 - run_progress(self.model)))
 
     def _record(self) -> None:
         # SB3 dumps a rollout's row before its update, so an update's train/* values land in the next row

@@ -113,12 +113,13 @@ class Session:
             self.monitor,
             *extra,
         ]
-        phased = {
+        schedules = {
             "ent_coef": entropy_schedule(config.ent_coef, config.phases, config.timesteps),
             "n_epochs": epochs_schedule(config.n_epochs, config.phases, config.timesteps),
         }
-        if any(s is not None for s in phased.values()):
-            out.append(PhaseCallback({name: s for name, s in phased.items() if s is not None}))
+        phased = {name: s for name, s in schedules.items() if s is not None}
+        if phased:
+            out.append(PhaseCallback(phased))
         out += trainer.setup.callbacks
         if self.pause is not None:
             out.append(self.pause)
