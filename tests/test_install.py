@@ -1,5 +1,6 @@
 """The install: every command has a console script, each optional package missing is one line naming the extra to
-install (exit 2), and (slow) a fresh virtual environment with only ``pip install -e .`` trains and evaluates."""
+install (exit 2), a reader that stops reading ends a command quietly, and (slow) a fresh virtual environment with only
+``pip install -e .`` trains and evaluates."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 import tomllib
 
 from mission_gym.scripts import bench, record_video, train_ppo
+from mission_gym.scripts.cli import BROKEN_PIPE_STATUS
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -60,6 +62,19 @@ def test_missing_extras_are_one_line_with_exit_2(
     assert train_ppo.main(["--preset", "mujoco", "--env", "Hopper-v5"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "error: --env Hopper-v5 needs MuJoCo, which is not installed: pip install 'mission_gym[mujoco]'"
+
+
+def test_a_reader_that_stops_reading_ends_a_command_quietly() -> None:
+    """``evaluate RUN | head``: the command stops with SIGPIPE's shell status and no traceback."""
+    code = ("import sys; from mission_gym.scripts.cli import command_main\n"
+            "def main(argv):\n    for _ in range(10_000):\n        print('x' * 1_000)\n    return 0\n"
+            "sys.exit(command_main(main)(None))")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10) == b"x" * 10
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == BROKEN_PIPE_STATUS and err == ""
 
 
 @pytest.mark.slow

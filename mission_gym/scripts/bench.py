@@ -35,7 +35,7 @@ from mission_gym.config.loader import suggest
 from mission_gym.hardware import available_cores
 from mission_gym.scripts.bench_members import batched_one, parse_placement, placement_mode, population_mode, preset_problem
 from mission_gym.scripts.bench_report import plot_train, print_table, print_train_table, speedups, write_csv
-from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, command_main, fail
 
 ENV_KINDS: tuple[str, ...] = ("single", "dummy", "subproc", "native")
 DEFAULT_N_ENVS: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)
@@ -389,7 +389,7 @@ def _train_mode(args: argparse.Namespace) -> int:
     return 0
 
 
-@one_line_missing_extras
+@command_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.train_worker is not None:  # one configuration of --mode train, in its own process

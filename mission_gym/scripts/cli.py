@@ -38,9 +38,14 @@ def fail(message: str) -> int:
     return 2
 
 
-def one_line_missing_extras(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
+#: a command whose reader closed the pipe exits as a shell tool killed by SIGPIPE does (128 + 13)
+BROKEN_PIPE_STATUS = 141
+
+
+def command_main(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
     """A command's ``main`` that turns an optional package that is not installed (:class:`~mission_gym.optional.
-    MissingExtra`, wherever it is raised) into one ``error:`` line naming the extra to install, exit status 2."""
+    MissingExtra`, wherever it is raised) into one ``error:`` line naming the extra to install, exit status 2, and
+    a reader that stops reading (``evaluate RUN | head``) into a quiet exit rather than a traceback."""
 
     @functools.wraps(main)
     def wrapped(argv: list[str] | None = None) -> int:
@@ -50,6 +55,10 @@ def one_line_missing_extras(main: Callable[[list[str] | None], int]) -> Callable
             return main(argv)
         except MissingExtra as exc:
             return fail(str(exc))
+        except BrokenPipeError:
+            # what is still buffered for stdout would fail again at exit; send it nowhere
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return BROKEN_PIPE_STATUS
 
     return wrapped
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from mission_gym.dashboard import write_dashboards
 from mission_gym.dashboard.launches import LAUNCHES_DIR, is_launch_dir, list_launches
 from mission_gym.dashboard.runs import is_run_dir, list_runs
-from mission_gym.scripts.cli import one_line_missing_extras
+from mission_gym.scripts.cli import command_main
 
 
 class UsageError(Exception):
@@ -76,7 +76,7 @@ def resolve(run: str | None, runs_dir: str) -> tuple[Path, Path | None]:
     raise UsageError(f"no run {run!r} in {runs_dir!r}{hint}")
 
 
-@one_line_missing_extras
+@command_main
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:

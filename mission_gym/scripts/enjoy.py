@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from mission_gym.scripts.cli import CliParser, add_trust_pickle, fail, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, add_trust_pickle, command_main, fail
 
 
 def build_parser() -> CliParser:
@@ -69,7 +69,7 @@ def _closed(env: Any) -> bool:
     return bool(getattr(env.unwrapped, "window_closed", False))
 
 
-@one_line_missing_extras
+@command_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.episodes < 0 or args.fps <= 0 or (args.max_steps is not None and args.max_steps < 1):

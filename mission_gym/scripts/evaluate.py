@@ -34,7 +34,7 @@ from mission_gym.evaluation import (
     situation_problem,
     situation_seeds,
 )
-from mission_gym.scripts.cli import CliParser, add_trust_pickle, fail, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, add_trust_pickle, command_main, fail
 
 #: what --policy takes: the scripted baselines, and the search over a model's own plays
 POLICY_CHOICES = (*POLICIES, "search")
@@ -129,7 +129,7 @@ def _refusal(args: Any) -> str | None:
     return None
 
 
-@one_line_missing_extras
+@command_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     problem = _refusal(args)

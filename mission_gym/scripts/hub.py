@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mission_gym.scripts.cli import CliParser, add_trust_pickle, fail, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, add_trust_pickle, command_main, fail
 
 
 def build_parser() -> CliParser:
@@ -58,7 +58,7 @@ def follow_on(run: Path) -> str:
     )
 
 
-@one_line_missing_extras
+@command_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from mission_gym.config.yaml_io import ConfigError

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.launch.jobs import Job, check_flag_names, describe, jobs_from_flags, load_jobs
-from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, command_main, fail
 
 
 def build_parser() -> CliParser:
@@ -139,7 +139,7 @@ def _refusal(args: argparse.Namespace) -> str | None:
     return None
 
 
-@one_line_missing_extras
+@command_main
 def main(argv: list[str] | None = None) -> int:
     own, extra = _split_passthrough(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(own)

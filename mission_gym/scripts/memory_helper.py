@@ -16,7 +16,7 @@ from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import GB, MB, detect_hardware
-from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, command_main, fail
 from mission_gym.settings import memory as mem
 from mission_gym.settings.fit import pick
 from mission_gym.settings.overrides import apply_overrides
@@ -237,7 +237,7 @@ def _preset(preset_arg: str, args: Any, ram_gb: float) -> tuple[TrainConfig, mem
     return config, shape_from_config(config), name
 
 
-@one_line_missing_extras
+@command_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     bad = _bad_number(args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mission_gym.scripts.cli import CliParser, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, command_main
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -26,7 +26,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-@one_line_missing_extras
+@command_main
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.fps <= 0 or args.width < 200 or (args.max_frames is not None and args.max_frames < 1):

@@ -16,7 +16,7 @@ from collections import Counter
 
 from mission_gym.agents import load_policy
 from mission_gym.dashboard.video import check_video_args, record_video
-from mission_gym.scripts.cli import CliParser, add_trust_pickle, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, add_trust_pickle, command_main
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-@one_line_missing_extras
+@command_main
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:

@@ -16,7 +16,7 @@ import argparse
 import sys
 import time
 
-from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, command_main, fail
 
 NOT_FOR_SEARCH = ("resume", "parent_checkpoint", "branch_name", "stop_at", "run_name")
 
@@ -74,7 +74,7 @@ def _refusal(args: argparse.Namespace) -> str | None:
     return None
 
 
-@one_line_missing_extras
+@command_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from mission_gym.config.yaml_io import ConfigError, dump_yaml

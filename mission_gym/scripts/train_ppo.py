@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mission_gym.scripts.cli import CliParser, fail, one_line_missing_extras
+from mission_gym.scripts.cli import CliParser, command_main, fail
 
 
 def build_parser() -> CliParser:
@@ -78,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     lineage.add_argument("--branch-name", metavar="NAME", help="name of the branch (the new run's name unless --run-name)")
 
 
-@one_line_missing_extras
+@command_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = shlex.join(["python", "-m", "mission_gym.scripts.train_ppo", *(sys.argv[1:] if argv is None else argv)])
