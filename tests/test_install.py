@@ -75,6 +75,12 @@ def test_a_reader_that_stops_reading_ends_a_command_quietly() -> None:
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == BROKEN_PIPE_STATUS and err == ""
+    # another pipe breaking (a worker's) is a failure, not the reader leaving
+    code = ("import sys; from mission_gym.scripts.cli import command_main\n"
+            "def main(argv):\n    raise BrokenPipeError('a worker went away')\n"
+            "sys.exit(command_main(main)(None))")  # fmt: skip
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert other.returncode == 1 and "BrokenPipeError: a worker went away" in other.stderr
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ import argparse
 import functools
 import os
 import re
+import select
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -56,11 +57,27 @@ def command_main(main: Callable[[list[str] | None], int]) -> Callable[[list[str]
         except MissingExtra as exc:
             return fail(str(exc))
         except BrokenPipeError:
+            if not _stdout_reader_gone():  # another pipe broke (a worker's): a real failure
+                raise
             # what is still buffered for stdout would fail again at exit; send it nowhere
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return BROKEN_PIPE_STATUS
 
     return wrapped
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (``poll`` reports an error on its write end)."""
+    poll = getattr(select, "poll", None)
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return False
+    if poll is None:
+        return False
+    poller = poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 def add_trust_pickle(parser: argparse.ArgumentParser, what: str = "load") -> None:
