@@ -68,14 +68,13 @@ def command_main(main: Callable[[list[str] | None], int]) -> Callable[[list[str]
 
 def _stdout_reader_gone() -> bool:
     """Whether stdout is a pipe whose reader has closed it (``poll`` reports an error on its write end)."""
-    poll = getattr(select, "poll", None)
+    if not hasattr(select, "poll"):  # not on Windows: the traceback stays
+        return False
     try:
         fd = sys.stdout.fileno()
     except (AttributeError, ValueError, OSError):
         return False
-    if poll is None:
-        return False
-    poller = poll()
+    poller = select.poll()
     poller.register(fd, select.POLLOUT)
     return any(events & select.POLLERR for _, events in poller.poll(0))
 
