@@ -241,6 +241,7 @@ def thread_env(threads: int) -> dict[str, str]:
 
 
 _PR_SET_PDEATHSIG = 1
+_PR_GET_PDEATHSIG = 2
 
 
 def parent_death_signal(sig: int, parent: int) -> Callable[[], None] | None:
@@ -274,6 +275,19 @@ def disarm_parent_death_signal() -> None:
     prctl = _prctl()
     if prctl is not None:
         prctl(_PR_SET_PDEATHSIG, 0)
+
+
+def armed_parent_death_signal() -> int:
+    """The signal the kernel will send this process (its calling thread) when its parent dies; 0 if none (or not
+    Linux)."""
+    prctl = _prctl()
+    if prctl is None:
+        return 0
+    import ctypes
+
+    armed = ctypes.c_int(0)
+    prctl(_PR_GET_PDEATHSIG, ctypes.byref(armed))
+    return armed.value
 
 
 def _prctl() -> Callable[..., int] | None:

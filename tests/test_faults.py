@@ -526,33 +526,41 @@ def test_sigkill_of_a_ray_driver_ends_its_jobs(tmp_path):
 
 
 def test_an_orphan_takes_the_repeated_parent_death_signal_as_one_stop_request(monkeypatch):
-    """The kernel repeats a dead parent's SIGTERM once per thread of it; an orphaned trainer must not read the repeats
-    as a second Ctrl-C (stop at once) nor die of one after its stop (the lock would stay filled): the first one
-    disarms the parent-death signal and the repeats are ignored. A second signal to a trainer with its parent is
-    still 'stop at once'."""
-    import ctypes
-
-    from mission_gym.hardware import parent_death_signal
+    """The kernel repeats a dead parent's SIGTERM once per thread of it as each thread exits, and ``getppid`` names the
+    dead parent until its last thread has gone; an orphaned trainer must not read the repeats as a second Ctrl-C
+    (stop at once, the run left ``running``) nor die of one after its stop (the lock would stay filled): the first
+    one disarms the parent-death signal, and a repeat waits for the parent to finish dying and is ignored. A second
+    signal to a trainer whose parent lives is still 'stop at once'."""
+    from mission_gym.hardware import armed_parent_death_signal, disarm_parent_death_signal, parent_death_signal
     from mission_gym.training import session
 
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    armed = ctypes.c_int(-1)
     arm = parent_death_signal(signal.SIGTERM, os.getppid())
     assert arm is not None
-    arm()
-    with session.stop_on_signals() as received:
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.05)
-        assert received == [signal.SIGTERM]
-        prctl(2, ctypes.byref(armed))  # PR_GET_PDEATHSIG
-        assert armed.value == 0, "the parent-death signal is still armed after the stop request"
-        real_parent = os.getppid()
-        monkeypatch.setattr(session.os, "getppid", lambda: real_parent + 1)  # the parent died: now an orphan
-        for _ in range(3):
+    real_parent = os.getppid()
+    try:
+        arm()
+        with session.stop_on_signals() as received:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)
-        assert received == [signal.SIGTERM]
-    monkeypatch.undo()
+            assert received == [signal.SIGTERM]
+            assert armed_parent_death_signal() == 0, "the parent-death signal is still armed after the stop request"
+            calls = iter(range(1_000_000))
+            # the parent's other threads still exiting: its pid stays the parent for the first few looks
+            monkeypatch.setattr(session.os, "getppid", lambda: real_parent + (next(calls) >= 5))
+            for _ in range(3):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+            assert received == [signal.SIGTERM]
+        monkeypatch.undo()
+        arm()
+        monkeypatch.setattr(session, "PARENT_EXIT_WAIT_S", 0.05)
+        with pytest.raises(KeyboardInterrupt), session.stop_on_signals():  # the parent lives: a second request
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)
+    finally:
+        disarm_parent_death_signal()
     with pytest.raises(KeyboardInterrupt), session.stop_on_signals():
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.05)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from mission_gym.agents.spec import AgentSpec
-from mission_gym.hardware import disarm_parent_death_signal
+from mission_gym.hardware import armed_parent_death_signal, disarm_parent_death_signal
 from mission_gym.ppo.schedules import entropy_schedule, epochs_schedule
 from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.rundir.files import now, read_json
@@ -266,17 +266,22 @@ class Session:
         )
 
 
+#: how long a repeated parent-death signal waits for the parent to finish dying before it counts as a second request
+PARENT_EXIT_WAIT_S = 5.0
+
+
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[list[int]]:
     """SIGINT and SIGTERM ask training to stop after the current step (the signals received are yielded); a second
-    one stops it at once, unless the process has lost its parent: the kernel then repeats its parent-death SIGTERM
-    (once per thread of the dead parent), and the repeats are not a second request."""
+    one stops it at once, unless it is the parent-death signal again: the kernel sends it once per thread of the dead
+    parent as each thread exits, and the repeats are not a second request."""
     received: list[int] = []
     parent = os.getppid()
+    death_signal = armed_parent_death_signal()
 
     def on_signal(signum: int, frame: Any) -> None:
         if received:
-            if os.getppid() != parent:  # orphaned: the parent-death signal again
+            if signum == death_signal and parent_gone(parent, PARENT_EXIT_WAIT_S):
                 return
             signal.signal(signum, signal.SIG_DFL)  # a second Ctrl-C: stop at once
             raise KeyboardInterrupt
@@ -290,6 +295,18 @@ def stop_on_signals() -> Iterator[list[int]]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def parent_gone(parent: int, wait_s: float) -> bool:
+    """Whether this process has been handed to another parent within ``wait_s`` seconds. A parent killed with several
+    threads signals its children as each thread exits, while ``getppid`` still names it: the last thread, which hands
+    the children on, may take a moment (it frees the parent's memory)."""
+    deadline = time.monotonic() + wait_s
+    while os.getppid() == parent:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def disk_full(exc: OSError) -> bool:
