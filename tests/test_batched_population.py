@@ -68,10 +68,10 @@ def test_a_batched_population_stops_on_ctrl_c_and_resumes(tmp_path):
 
 def test_the_plan_counts_every_stage_and_every_draw():
     config = apply_overrides(load_preset("cpu"), {})
-    # 8 x 1.25M + 4 x 0.75M + 2 x 0.75M + 2 x 6.25M
-    assert planned_steps(config, {"members": [], "cuts": []}) == 10_000_000 + 3_000_000 + 1_500_000 + 12_500_000
-    drawn = {"members": [{"name": f"m{k}", "drawn_at": 2_000_000} for k in range(8, 12)], "cuts": []}
-    assert planned_steps(config, drawn) == 27_000_000 + 4 * 2_000_000
+    # 6 x 1.25M + 4 x 0.75M + 2 x 0.75M + 2 x 6.25M
+    assert planned_steps(config, {"members": [], "cuts": []}) == 7_500_000 + 3_000_000 + 1_500_000 + 12_500_000
+    drawn = {"members": [{"name": f"m{k}", "drawn_at": 2_000_000} for k in range(6, 10)], "cuts": []}
+    assert planned_steps(config, drawn) == 24_500_000 + 4 * 2_000_000
 
 
 def test_an_interrupted_gpu_preset_run_resumes_to_the_same_plan(tmp_path):
