@@ -82,9 +82,9 @@ def test_mujoco_presets_batch_their_task_on_the_native_env(name, env, zoo):
 
 
 def test_a_preset_may_start_from_another(tmp_path):
-    (tmp_path / "mine.yaml").write_text("base: cpu\nseed: 7\npopulation: {size: 4}\n")
+    (tmp_path / "mine.yaml").write_text("base: cpu\nseed: 7\npopulation: {size: 10}\n")
     mine = load_preset(tmp_path / "mine.yaml")
-    assert mine.seed == 7 and mine.population.size == 4 and mine.population.cuts == load_preset("cpu").population.cuts
+    assert mine.seed == 7 and mine.population.size == 10 and mine.population.cuts == load_preset("cpu").population.cuts
     (tmp_path / "loop.yaml").write_text("base: loop\n")
     with pytest.raises(ConfigError, match="start from each other"):
         load_preset(tmp_path / "loop.yaml")
