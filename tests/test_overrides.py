@@ -44,7 +44,11 @@ def test_override_that_a_phase_takes_over_is_noted() -> None:
 def test_override_that_a_variant_replaces_is_noted() -> None:
     cpu = apply_overrides(
         load_preset("cpu"),
-        {"population.variants[2].n_epochs": 3, "population.variants[3].env_kwargs": {"reward": {"win_bonus": 9}}},
+        {  # 8 members: each variant recipe is two members' (cpu trains 6)
+            "population.size": 8,
+            "population.variants[2].n_epochs": 3,
+            "population.variants[3].env_kwargs": {"reward": {"win_bonus": 9}},
+        },
     )
     given = {"n_epochs": 4, "env_kwargs": {"reward": {"win_bonus": 5}, "world": {"observation": {"defender_motion": True}}}}
     notes = shadowed_overrides(apply_overrides(cpu, given), given)
