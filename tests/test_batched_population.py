@@ -75,14 +75,15 @@ def test_the_plan_counts_every_stage_and_every_draw():
 
 
 def test_an_interrupted_gpu_preset_run_resumes_to_the_same_plan(tmp_path):
-    """``heavy`` (its restarts from a winner's games included) as one batched learner, as on a GPU, stopped by
+    """``heavy`` (its restarts from the starts it finds included) as one batched learner, as on a GPU, stopped by
     Ctrl-C once its first cut is recorded: the resumed run keeps that cut as it was and trains its plan on, the kept
     member and its clone to the end, nobody else."""
     pop = ("population={size: 3, cuts: [{at: 1024, keep: 1, clones: 1}], episodes: 4, final_episodes: 4, "
            "learner: batched}")  # fmt: skip
     args = ["--preset", "heavy", "--device", "cpu", "--timesteps", "16000", "--n-envs", "16", "--n-steps", "32",
             "--save-freq", "512", "--eval-freq", "0", "--run-name", "h", "--no-progress", "--hyperparams", pop,
-            "restarts={states: winner_states.npz, until: 1024}", "phases=[]", "curriculum=[]"]  # fmt: skip
+            "restarts={find: {policy: greedy, games: 8, lookahead: '5,3,2,20'}, until: 1024}", "phases=[]",
+            "curriculum=[]"]  # fmt: skip
     proc = subprocess.Popen(CLI + args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state = tmp_path / "runs" / "h" / "population.json"
     deadline = time.monotonic() + 240
@@ -104,4 +105,5 @@ def test_an_interrupted_gpu_preset_run_resumes_to_the_same_plan(tmp_path):
     for name in cut["kept"]:
         member = RunDir(tmp_path / "runs" / "h" / "members" / name)
         assert json.loads((member / "metadata.json").read_text())["status"] == "finished"
-        assert read_yaml(member / "config.yaml")["restarts"]["states"] == "winner_states.npz"
+        found = read_yaml(member / "config.yaml")["restarts"]["states"]  # the run's own, found once before it trained
+        assert found == str((tmp_path / "runs" / "h" / "starts" / "restarts0.npz").resolve()) and Path(found).is_file()

@@ -1,6 +1,6 @@
 """What is winnable: ``evaluate --best-of N`` (a policy's own sampled plays), ``--defenders MODE+MODE`` (one
-situation's held-out games) and ``--policy search`` (a privileged lookahead search over a policy's plays), and the
-saved states the search and the restarts copy games by."""
+situation's held-out games) and ``--policy lookahead`` (a privileged search over a policy's plays), and the saved
+states the lookahead and the restarts copy games by."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mission_gym.agents.search import Search, SearchBudget, search_results
+from mission_gym.agents.lookahead import Lookahead, LookaheadBudget, lookahead_results
 from mission_gym.baselines import GreedyPolicy
 from mission_gym.config import ConfigError
 from mission_gym.envs import MissionVecEnv
 from mission_gym.evaluation import evaluate_mission, held_out_seeds, situation_seeds
-from mission_gym.extras.restarts import StartStates, lost_seeds, record_search_states
+from mission_gym.extras.starts import StartStates, lost_seeds, record_lookahead_states
 from mission_gym.sim.core import STATE_ARRAYS, MissionCore
 from mission_gym.sim.layout import A_STOP
 
@@ -37,26 +37,28 @@ def wanderer(seed: int = 0):
     return propose
 
 
-def test_the_search_wins_a_hand_built_game_its_policys_greedy_play_loses() -> None:
+def test_the_lookahead_wins_a_hand_built_game_its_policys_greedy_play_loses() -> None:
     seeds = held_out_seeds(3)
     greedy = evaluate_mission(lambda obs: np.full((obs.shape[0], 4), A_STOP), 3, seeds, env_kwargs=EASY)
     sampled = evaluate_mission(wanderer(1), 3, seeds, env_kwargs=EASY)
     assert greedy.win_rate == 0.0 and sampled.win_rate < 1.0
-    games = search_results(wanderer(), seeds, EASY, SearchBudget(every=10, candidates=6, copies=2, horizon=20), threads=2)
+    games = lookahead_results(
+        wanderer(), seeds, EASY, LookaheadBudget(every=10, candidates=6, copies=2, horizon=20), threads=2
+    )
     assert [g["outcome"] for g in games] == ["captured"] * 3  # every game, where the policy's greedy play won none
 
 
-def test_the_searchs_won_games_are_recorded_as_restart_states(tmp_path: Path) -> None:
-    """``record_states.py --policy search``: the search's games, a state at each of its decisions from the game's
-    start, only the games it won; the first state of each is the game as its seed starts it."""
+def test_the_lookaheads_won_games_are_recorded_as_restart_states(tmp_path: Path) -> None:
+    """``record_states.py --policy lookahead``: the lookahead's games, a state at each of its decisions from the
+    game's start, only the games it won; the first state of each is the game as its seed starts it."""
     seeds = held_out_seeds(3)
-    budget = SearchBudget(every=10, candidates=6, copies=2, horizon=20)
-    out = tmp_path / "search.npz"
-    saved = record_search_states(wanderer(), out, EASY, seeds, budget, threads=2)
+    budget = LookaheadBudget(every=10, candidates=6, copies=2, horizon=20)
+    out = tmp_path / "lookahead.npz"
+    saved = record_lookahead_states(wanderer(), out, EASY, seeds, budget, threads=2)
     states = StartStates(out)
     with np.load(out) as data:
         games, to_end = data["game"], data["to_end"]
-    assert saved == to_end.size and sorted(set(games.tolist())) == [0, 1, 2]  # the search wins all three
+    assert saved == to_end.size and sorted(set(games.tolist())) == [0, 1, 2]  # the lookahead wins all three
     fresh = MissionVecEnv(3, **EASY)
     fresh.seed_envs(seeds)
     fresh.reset()
@@ -79,21 +81,21 @@ def test_only_the_games_the_policy_loses_are_searched_for_states() -> None:
         lost_seeds(greedy, seeds, EASY)
 
 
-def test_the_search_does_not_depend_on_the_order_of_its_candidates() -> None:
+def test_the_lookahead_does_not_depend_on_the_order_of_its_candidates() -> None:
     venv = MissionVecEnv(3, **EASY)
     venv.seed_envs(held_out_seeds(3))
     venv.reset()
-    budget = SearchBudget(every=5, candidates=5, copies=3, horizon=10)
-    prefixes = Search(wanderer(), budget, seed=3).prefixes(venv.core, [0, 1, 2])
+    budget = LookaheadBudget(every=5, candidates=5, copies=3, horizon=10)
+    prefixes = Lookahead(wanderer(), budget, seed=3).prefixes(venv.core, [0, 1, 2])
     order = np.array([3, 0, 4, 2, 1])
-    wins, returns = Search(wanderer(7), budget, seed=3).scores(venv.core, [0, 1, 2], prefixes)
-    wins_p, returns_p = Search(wanderer(7), budget, seed=3).scores(venv.core, [0, 1, 2], prefixes[:, order])
+    wins, returns = Lookahead(wanderer(7), budget, seed=3).scores(venv.core, [0, 1, 2], prefixes)
+    wins_p, returns_p = Lookahead(wanderer(7), budget, seed=3).scores(venv.core, [0, 1, 2], prefixes[:, order])
     # each candidate scored on the same copies whatever its place (the proposals after a prefix differ by draw only)
     assert returns.std() > 0
-    chosen = Search(wanderer(), budget).choose(prefixes, wins, returns)
-    chosen_p = Search(wanderer(), budget).choose(prefixes[:, order], wins[:, order], returns[:, order])
+    chosen = Lookahead(wanderer(), budget).choose(prefixes, wins, returns)
+    chosen_p = Lookahead(wanderer(), budget).choose(prefixes[:, order], wins[:, order], returns[:, order])
     assert np.array_equal(chosen, chosen_p)
-    scripted = Search(lambda obs: np.full((obs.shape[0], 4), A_STOP), budget, seed=3)  # nothing drawn after the prefix
+    scripted = Lookahead(lambda obs: np.full((obs.shape[0], 4), A_STOP), budget, seed=3)  # nothing drawn after the prefix
     a = scripted.scores(venv.core, [0, 1, 2], prefixes)
     b = scripted.__class__(scripted.propose, budget, seed=3).scores(venv.core, [0, 1, 2], prefixes[:, order])
     assert np.array_equal(a[0][:, order], b[0]) and np.allclose(a[1][:, order], b[1])
@@ -162,11 +164,17 @@ def test_best_of_1_with_its_deterministic_play_equals_evaluate(model: Path, tmp_
     assert sum(row["games"] for key, row in table["rows"].items() if key != "all") == 40
 
 
-def test_one_situation_and_the_search_from_the_command_line(model: Path, tmp_path: Path) -> None:
+def test_one_situation_and_the_lookahead_from_the_command_line(model: Path, tmp_path: Path) -> None:
     one = _evaluate([str(model), "--episodes", "6", "--defenders", "guard_objective+guard_objective"], tmp_path)
     assert set(one["by_defender_modes"]) == {"guard_objective+guard_objective"} and one["episodes"] == 6
-    search = _evaluate([str(model), "--episodes", "2", "--policy", "search", "--search-budget", "10,2,2,10"], tmp_path)
-    assert search["episodes"] == 2 and search["policy"].startswith("search over")
+    ahead = _evaluate([str(model), "--episodes", "2", "--policy", "lookahead", "--lookahead-budget", "10,2,2,10"], tmp_path)
+    assert ahead["episodes"] == 2 and ahead["policy"].startswith("lookahead over")
+    # the flag's earlier names still work, with a note
+    out = tmp_path / "old.json"
+    old = [*EVALUATE, str(model), "--episodes", "2", "--policy", "search", "--search-budget", "10,2,2,10", "--json", str(out)]
+    proc = subprocess.run(old, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "--policy search is now --policy lookahead" in proc.stderr
+    assert json.loads(out.read_text()) == ahead
 
 
 @pytest.mark.parametrize(
@@ -174,7 +182,9 @@ def test_one_situation_and_the_search_from_the_command_line(model: Path, tmp_pat
     [
         (["--defenders", "guard_objective+gard"], "'gard' is not a defender mode; valid: patrol, guard_objective, intercept"),
         (["--defenders", "patrol"], "names 1 defenders; this game has 2"),
-        (["--policy", "search", "--search-budget", "20,8"], "--search-budget '20,8' is not valid"),
+        (["--policy", "lookahead", "--lookahead-budget", "20,8"], "--lookahead-budget '20,8' is not valid"),
+        (["--env-kwargs", "scenario=no/such.yaml"], "--env-kwargs:"),
+        (["--env-kwargs", "reward.win_bonus"], "--env-kwargs: expected key=value"),
         (["--best-of", "0"], "--best-of must be >= 1 (got 0)"),
     ],
 )

@@ -1,10 +1,12 @@
-"""Training games started from a winner's recorded states (mission_gym/extras/restarts.py): the states of won games
-only, a restart that puts a recorded game in an env (in the env's own random stream), and a run that logs how far
-back its restarts start."""
+"""Training games started from recorded states (mission_gym/extras/restarts.py, mission_gym/extras/starts.py): the
+states of won games only, a restart that puts a recorded game in an env (in the env's own random stream), a run that
+logs how far back its restarts start, states refused on another scenario, and a run that finds its own."""
 
 from __future__ import annotations
 
 import csv
+import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +19,9 @@ from mission_gym.baselines import GreedyPolicy
 from mission_gym.config import ConfigError
 from mission_gym.envs import MissionVecEnv
 from mission_gym.envs.mission_env import make_config
-from mission_gym.extras.restarts import RESTORED, Restarter, StartStates, record_states
+from mission_gym.extras.restarts import Restarter, found_seed
+from mission_gym.extras.starts import RESTORED, StartStates, find_starts, record_states, worst_situation
+from mission_gym.settings.schema import FindStarts
 
 GAMES = 64
 
@@ -34,7 +38,11 @@ def states_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_only_won_games_are_kept_with_their_steps_to_the_end(states_file: Path) -> None:
     with np.load(states_file) as data:
         to_end, games = data["to_end"], data["game"]
-        assert set(data.files) == {"game", "to_end", *RESTORED}
+        assert set(data.files) == {"game", "to_end", "scenario", "fingerprint", *RESTORED}
+        assert (
+            str(data["scenario"]) == "default"
+            and str(data["fingerprint"]) == make_config(None, None, None, {}).scenario_fingerprint()
+        )
     assert (to_end > 0).all() and len(set(games.tolist())) < GAMES
     for g in set(games.tolist()):  # every 5 steps of each kept game, down to its last steps
         ends = np.sort(to_end[games == g])
@@ -120,11 +128,12 @@ def test_record_states_tool_writes_a_states_file_or_says_in_one_line_why_not(tmp
     else:
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "won none of 16 games" in proc.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # nothing written, not even a temporary file
-    bad_search = (["runs/q", "s.npz", "--policy", "search", "--search-budget", "20,8"], "'20,8' is not valid")
-    lost_alone = (["runs/q", "s.npz", "--lost-only"], "--lost-only needs --policy search")
+    bad_search = (["runs/q", "s.npz", "--policy", "lookahead", "--lookahead-budget", "20,8"], "'20,8' is not valid")
+    old_name = (["runs/q", "s.npz", "--policy", "search", "--search-budget", "20,8"], "'20,8' is not valid")
+    lost_alone = (["runs/q", "s.npz", "--lost-only"], "--lost-only needs --policy lookahead")
     for bad, says in ((["runs/q", "s.txt"], "must end in .npz"), (["runs/q", "s.npz", "--games", "0"], "'0' is not"),
                       (["runs/none", "s.npz"], "none"), (["runs/q", "s.npz", "--defenders", "guard+patrol"], "'guard' is not"),
-                      bad_search, lost_alone):  # fmt: skip
+                      bad_search, old_name, lost_alone):  # fmt: skip
         proc = subprocess.run([sys.executable, str(tool), *bad], cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
 
@@ -169,7 +178,7 @@ def test_a_member_drawn_at_a_cut_keeps_its_recipes_later_restarts() -> None:
     from mission_gym.launch.restart_stage import drawn_restarts
 
     draw = {"states": "best.npz", "until": 2_000_000}
-    early = {"states": "winner_states.npz", "until": 2_000_000}
+    early = {"states": "starts/restarts0.npz", "until": 2_000_000}
     late = {"states": "search.npz", "start": 2_750_000, "until": 7_000_000}
     assert drawn_restarts(draw, [early, late], 2_000_000) == [draw, late]
     assert drawn_restarts(draw, early, 2_000_000) == draw
@@ -196,3 +205,94 @@ def test_an_interrupted_run_resumes_with_the_late_restarts(tmp_path: Path, state
     between = [back[t] for t in back if 1000 <= t < 2500]
     late = [back[t] for t in back if t >= 2500]  # only rollouts of the resumed session begin there
     assert between and set(between) == {""} and late and all(int(b) >= 50 for b in late), back
+
+
+TRAIN = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--no-progress"]
+# the default fleet and defenders with the objective, spawns and patrols moved: another scenario of the same counts
+MOVED = ("{name: moved, objective: {x: 60.0, y: 150.0, radius: 15.0}, defenders: [{type: DEF_UGV, x: 60, y: 135, "
+         "heading: 90, waypoints: [[50, 140], [70, 140], [70, 160], [50, 160]]}, {type: DEF_UGV, x: 60, y: 165, "
+         "heading: -90, waypoints: [[45, 155], [75, 155], [75, 145], [45, 145]]}]}")  # fmt: skip
+
+
+@pytest.mark.parametrize("said", [True, False])
+def test_states_of_another_scenario_with_the_same_counts_or_of_none_said_are_refused(
+    tmp_path: Path, states_file: Path, said: bool
+) -> None:
+    """The default game's states on a scenario with the default counts (the arrays fit, the games do not), or a file
+    that does not say what it was recorded on (as before states files named theirs): one line naming both, exit 2,
+    nothing written."""
+    states = states_file
+    if not said:
+        with np.load(states_file) as data:
+            old = {k: data[k] for k in data.files if k not in ("scenario", "fingerprint")}
+        states = tmp_path / "old.npz"
+        np.savez_compressed(states, **old)
+    scenario = f"env_kwargs: {{scenario: {MOVED}}}\n" if said else ""
+    preset = tmp_path / "p.yaml"
+    preset.write_text(f"base: quick\ntimesteps: 2048\n{scenario}restarts: {{states: {states}, until: 1000}}\n")
+    proc = subprocess.run([*TRAIN, "--preset", str(preset), "--run-name", "r"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    if said:
+        assert "recorded on scenario 'default'" in proc.stderr and "this run's 'moved'" in proc.stderr
+    else:
+        assert "does not say which scenario it was recorded on (this run plays 'default'" in proc.stderr
+    assert "restarts: null" in proc.stderr and not (tmp_path / "runs").exists()  # refused before anything is made
+
+
+def test_the_situation_a_policy_loses_most_is_found_on_its_own_games() -> None:
+    """Greedy's own play ranked by situation: the situation it wins least; none for a game of one situation."""
+    from mission_gym.evaluation import evaluate_mission
+    from mission_gym.extras.starts import RANKED_SHARE, RANKING_GAMES, RECORD_SEED_BASE
+
+    config = make_config(None, None, None, {})
+    worst = worst_situation(GreedyPolicy(config), {}, threads=2)
+    seeds = [RECORD_SEED_BASE + k for k in range(RANKING_GAMES)]
+    rows = evaluate_mission(GreedyPolicy(config), len(seeds), seeds).by_defender_modes
+    ranked = {k: r["win_rate"] for k, r in rows.items() if r["episodes"] >= RANKED_SHARE * RANKING_GAMES}
+    assert len(ranked) == 6 and worst == min(((k, v) for k, v in ranked.items()), key=lambda kv: kv[1])
+    one = {"scenario": {"randomization": {"defender_modes": False}}}
+    assert worst_situation(GreedyPolicy(make_config(None, None, None, one)), one, threads=2) is None
+
+
+def test_a_population_finds_its_own_starts_once_and_a_kill_while_it_records_resumes_to_the_same_states(
+    tmp_path: Path,
+) -> None:
+    """A quick population whose restarts find their own states: the lookahead over greedy before any member trains,
+    then over the cut's best member. Killed (-9) while it records the first, it leaves no states file; resumed, it
+    records them again, the same as one recording of that seed, and records each block once; its members restart
+    from them."""
+    preset = tmp_path / "p.yaml"
+    preset.write_text(
+        "base: quick\ntimesteps: 2048\nn_envs: 16\npopulation: {size: 2, cuts: [{at: 1024, keep: 1}], episodes: 4}\n"
+        "restarts:\n"
+        "  - {find: {policy: greedy, games: 96, lookahead: '10,6,4,60'}, share: 1.0, back: 10, step: 10, "
+        "advance_at: 0.01, until: 1024}\n"
+        "  - {find: {policy: best, games: 8, lookahead: '5,3,2,20'}, share: 0.5, start: 1024, until: 2048}\n"
+    )
+    run = tmp_path / "runs" / "p"
+    proc = subprocess.Popen([*TRAIN, "--preset", str(preset), "--run-name", "p"], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "finding the starts of restarts[0]" in line:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert not (run / "starts" / "restarts0.npz").exists()
+    assert [p.name for p in (run / "starts").iterdir()] == [] if (run / "starts").exists() else True
+    again = subprocess.run([*TRAIN, "--resume", "p"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.stdout.count("finding the starts of restarts[0]") == 1
+    assert again.stdout.count("finding the starts of restarts[1]") == 1
+    found = json.loads((run / "population.json").read_text())["starts"]
+    assert [(f["block"], f["step"]) for f in found] == [(0, 0), (1, 1024)] and found[0]["won"] > 0
+    once = tmp_path / "once.npz"
+    find = FindStarts(policy="greedy", games=96, lookahead="10,6,4,60")
+    find_starts(find, once, {}, found_seed(0, 0), threads=1)
+    with np.load(run / "starts" / "restarts0.npz") as got, np.load(once) as want:
+        assert got.files == want.files and all(np.array_equal(got[k], want[k]) for k in want.files)
+    for member in ("m0", "m1"):
+        with open(run / "members" / member / "progress.csv", newline="") as f:
+            assert any(r.get("restarts/win_rate") for r in csv.DictReader(f))  # restarted games, played to their end
+    assert "Starts the run found" in (run / "dashboard.html").read_text()

@@ -6,7 +6,9 @@ int where a float is expected is fine); ranges are checked here so the simulatio
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import hashlib
+import json
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
@@ -275,3 +277,13 @@ class MissionConfig(BaseModel):
     sensors: Sensors
     engagement: Engagement
     reward: Reward
+
+    #: what a saved game state means: the map and physics, who starts where with what, and what is randomised
+    #: (sensing, engagement and reward weights may differ: a curriculum or a user's weights play the same games)
+    SCENARIO_SECTIONS: ClassVar[tuple[str, ...]] = ("world", "scenario", "units")
+
+    def scenario_fingerprint(self) -> str:
+        """A short hash of :attr:`SCENARIO_SECTIONS` as resolved: two configurations with the same one restore each
+        other's saved game states (a states file records its own)."""
+        data = {name: getattr(self, name).model_dump(mode="json") for name in self.SCENARIO_SECTIONS}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]

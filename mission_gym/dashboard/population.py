@@ -271,7 +271,28 @@ def members_section(run: RunData, members: Sequence[Member]) -> str:
         "mean return) and ranked; the best carry on.</p>"
     )
     body += [stage_table(s, members, wins, target) for s in stages(run)]
+    body.append(starts_table(run.population.get("starts") or []))
     return "".join(body)
+
+
+def starts_table(found: Sequence[Mapping[str, Any]]) -> str:
+    """The starts the run found for its restarts (``population.json``'s ``starts``), one row per recording; empty
+    when it found none."""
+    if not found:
+        return ""
+    rows = "".join(
+        f"<tr><td>restarts[{esc(str(r.get('block')))}]</td><td>{fmt_steps(r.get('step'))}</td><td>{esc(str(r.get('how')))}"
+        f"{'<br><span class=note>' + esc(str(r['situation'])) + '</span>' if r.get('situation') else ''}</td>"
+        f"<td>{fmt_steps(r.get('won'))} of {fmt_steps(r.get('games'))}</td><td>{fmt_steps(r.get('states'))}</td>"
+        f"<td>{fmt_duration(r.get('seconds'))}</td></tr>"
+        for r in found
+    )
+    return (
+        "<h2>Starts the run found</h2><p class='muted'>Won games the run recorded for its restarts to start training "
+        "games from (the backward algorithm): at its start with the lookahead over the scripted greedy fleet, at a cut "
+        "over its best member's policy. Their time is part of the run's wall time.</p><table><tr><th>block</th>"
+        "<th>at step</th><th>played by</th><th>won</th><th>states</th><th>time</th></tr>" + rows + "</table>"
+    )
 
 
 def member_tree(members: Sequence[Member], prefix: str) -> str:

@@ -1,17 +1,18 @@
-"""Training games started from states along a winning member's won games (``restarts:`` in a configuration).
+"""Training games started from states along won games (``restarts:`` in a configuration).
 
 Finding the plan that beats the defenders is a search through hundreds of steps with a reward only at the end; the
 backward algorithm (Salimans & Chen 2018) shortens it by starting training episodes near the end of a demonstration
-and moving the start back as the agent succeeds from there. Here the demonstrations are a winning member's won games:
-:func:`record_states` plays them and keeps the simulation's state every few steps (everything but the random stream,
-:meth:`~mission_gym.sim.core.MissionCore.save_state`); during training a ``share`` of the games that end start anew
-from a state ``back`` steps before the end of one of them, in the env's own random stream (so the defenders' later
-choices differ from the recorded game), and ``back`` grows by ``step`` whenever at least ``advance_at`` of those
-games in a rollout are won. From env step ``until`` every game starts afresh. Evaluation always plays whole games.
+and moving the start back as the agent succeeds from there. The demonstrations are won games kept as states every few
+steps (:mod:`mission_gym.extras.starts`: a states file a user names, or the won games a run finds itself with the
+lookahead); during training a ``share`` of the games that end start anew from a state ``back`` steps before the end
+of one of them, in the env's own random stream (so the defenders' later choices differ from the recorded game), and
+``back`` grows by ``step`` whenever at least ``advance_at`` of those games in a rollout are won. From env step
+``until`` every game starts afresh. Evaluation always plays whole games.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,190 +20,10 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from mission_gym.config import ConfigError
-from mission_gym.rundir.files import atomic_open
-from mission_gym.sim import layout as L
-from mission_gym.sim.core import STATE_ARRAYS
+from mission_gym.extras.starts import StartStates, find_starts, states_path
 
-#: what a restart restores: every array of a game's state but its random stream (the env keeps its own)
-RESTORED = tuple(name for name in STATE_ARRAYS if name != "rng")
 #: a rollout's restarted games that must end before the start may move back
 MIN_GAMES = 8
-
-
-def record_model_states(
-    model: str | Path,
-    out: str | Path,
-    games: int = 200,
-    every: int = 5,
-    trust_pickle: bool = False,
-    situation: str | None = None,
-    search: Any = None,
-    threads: int = 1,
-    lost_only: bool = False,
-) -> int:
-    """:func:`record_states` of a saved model (deterministic actions, its own observation statistics and game;
-    ``trust_pickle``: a model saved before the safe agent files), or with ``search`` (a
-    :class:`~mission_gym.agents.search.SearchBudget`) :func:`record_search_states` over its sampled plays.
-    ``situation`` (``MODE+MODE``): only games whose defenders draw those modes; ``lost_only``: only the games of
-    those ``games`` that the model's deterministic play loses (where a plan it does not play yet is needed).
-
-    :raises ConfigError: when it wins no game, or (``lost_only``) loses none
-    """
-    from mission_gym.agents.loading import load_agent
-
-    agent = load_agent(model, trust_pickle=trust_pickle)
-    seeds = record_seeds(games, agent.env_kwargs, situation)
-    if lost_only:
-        seeds = lost_seeds(agent.predict, seeds, agent.env_kwargs, threads)
-    if search is not None:
-        propose = lambda o: agent.predict(o, deterministic=False)  # noqa: E731
-        return record_search_states(propose, out, agent.env_kwargs, seeds, search, threads)
-    return record_states(agent.predict, out, agent.env_kwargs, len(seeds), every, seeds=seeds)
-
-
-#: the first seed of recorded games: neither training (small numbers), in-training evaluation (500M) nor held-out
-#: evaluation (900M) plays them
-RECORD_SEED_BASE = 600_000_000
-
-
-def record_seeds(games: int, env_kwargs: dict[str, Any], situation: str | None = None) -> list[int]:
-    """The seeds of ``games`` games to record, from :data:`RECORD_SEED_BASE` up (only ``situation``'s, if given)."""
-    from mission_gym.evaluation import situation_seeds
-
-    if situation is None:
-        return [RECORD_SEED_BASE + k for k in range(games)]
-    return situation_seeds(situation, games, env_kwargs, base=RECORD_SEED_BASE)
-
-
-def lost_seeds(predict: Any, seeds: list[int], env_kwargs: dict[str, Any], threads: int = 1) -> list[int]:
-    """The seeds among ``seeds`` whose game ``predict`` loses.
-
-    :raises ConfigError: when it loses none
-    """
-    from mission_gym.evaluation import evaluate_mission_blocks
-
-    played = evaluate_mission_blocks(predict, len(seeds), 1, seeds, env_kwargs=env_kwargs, threads=threads)[0]
-    lost = [seed for seed, won in zip(seeds, played.won) if not won]
-    if not lost:
-        raise ConfigError(f"record_states --lost-only: the agent won all {len(seeds)} games; play more (--games)")
-    return lost
-
-
-def record_states(
-    predict: Any,
-    out: str | Path,
-    env_kwargs: dict[str, Any],
-    games: int = 200,
-    every: int = 5,
-    seed_base: int = RECORD_SEED_BASE,
-    seeds: list[int] | None = None,
-) -> int:
-    """Play ``games`` games of ``predict`` (observations -> actions; on ``seeds``, else from ``seed_base`` up) and
-    save, for the games it wins, the state every ``every`` steps with the steps left to the game's end, to ``out``
-    (``.npz``); the states saved.
-
-    :raises ConfigError: when it wins no game
-    """
-    from mission_gym.envs import MissionVecEnv
-
-    seeds = seeds or [seed_base + k for k in range(games)]
-    env = MissionVecEnv(len(seeds), **env_kwargs)
-    env.seed_envs(seeds)
-    obs: Any = env.reset()
-    taken = _Taken(env.core)
-    ended = np.zeros(len(seeds), dtype=bool)
-    t = 0
-    while not ended.all():
-        if t % every == 0:
-            taken.visit(t, np.flatnonzero(~ended))
-        obs, _, dones, infos = env.step(predict(obs))
-        t += 1
-        done = np.flatnonzero(dones)  # the env starts another game there at once, which is not recorded
-        taken.ends(done, t, [infos[i].get("outcome") == "captured" for i in done])
-        ended[done] = True
-    return taken.write(out)
-
-
-def record_search_states(
-    propose: Any, out: str | Path, env_kwargs: dict[str, Any], seeds: list[int], budget: Any, threads: int = 1
-) -> int:
-    """Play the games ``seeds`` by the privileged search over ``propose``'s sampled plays
-    (:class:`~mission_gym.agents.search.Search` with ``budget``) and save the states of the games it wins at each of
-    its decisions, as :func:`record_states` does: the won games of a plan the policy alone does not play yet.
-
-    :raises ConfigError: when it wins no game
-    """
-    from mission_gym.agents.search import Search
-    from mission_gym.envs import MissionVecEnv
-
-    env = MissionVecEnv(len(seeds), threads=threads, **env_kwargs)
-    env.seed_envs(seeds)
-    env.reset()
-    taken = _Taken(env.core)
-    Search(propose, budget, threads).play(env.core, taken.visit)
-    core = env.core  # every game has ended, where it stands: its length is its step counter
-    taken.ends(np.arange(core.n_envs), core.ev[:, L.E_STEP].astype(int), core.ev[:, L.E_OUTCOME] == L.O_CAPTURED)
-    return taken.write(out)
-
-
-class _Taken:
-    """States taken along each game of a core, and how each game ended, until written as a states file."""
-
-    def __init__(self, core: Any) -> None:
-        self.core = core
-        self.states: list[list[tuple[int, dict[str, np.ndarray]]]] = [[] for _ in range(core.n_envs)]
-        self.length = np.zeros(core.n_envs, dtype=int)
-        self.won = np.zeros(core.n_envs, dtype=bool)
-
-    def visit(self, t: int, games: np.ndarray) -> None:
-        """Keep the state of each of ``games`` at step ``t`` (of games that have not ended yet)."""
-        for i in games[self.length[games] == 0]:
-            self.states[i].append((t, {name: getattr(self.core, name)[i].copy() for name in RESTORED}))
-
-    def ends(self, games: np.ndarray, t: Any, won: Any) -> None:
-        """``games`` ended at step ``t`` (one for all, or one each), each won or not (``won``, one each); only a
-        game's first end counts."""
-        for k, i in enumerate(games):
-            if self.length[i] == 0:
-                self.length[i], self.won[i] = np.broadcast_to(t, games.shape)[k], won[k]
-
-    def write(self, out: str | Path) -> int:
-        """Write the won games' states with their steps to the end; the states written."""
-        rows = [(i, self.length[i] - step, state) for i in np.flatnonzero(self.won) for step, state in self.states[i]]
-        if not rows:
-            raise ConfigError(f"restarts: the policy won none of {self.core.n_envs} games; it has no states to restart from")
-        arrays: dict[str, Any] = {name: np.stack([state[name] for _, _, state in rows]) for name in RESTORED}
-        arrays.update(game=np.array([g for g, _, _ in rows]), to_end=np.array([e for _, e, _ in rows]))
-        with atomic_open(out) as f:  # a killed recording leaves no half-written states file
-            np.savez_compressed(f, **arrays)
-        return len(rows)
-
-
-def states_path(name: str | Path) -> Path:
-    """A states file named in a configuration: the path as given, else one shipped beside the presets."""
-    from mission_gym.settings.presets import presets_dir
-
-    path = Path(name)
-    return path if path.is_absolute() or path.exists() else presets_dir() / path
-
-
-class StartStates:
-    """A states file (:func:`record_states`): each state's arrays, its game and its steps to the end."""
-
-    def __init__(self, path: str | Path) -> None:
-        try:
-            with np.load(path) as data:
-                self.arrays = {name: data[name] for name in RESTORED}
-                self.to_end = data["to_end"]
-        except (OSError, KeyError, ValueError) as exc:
-            raise ConfigError(f"restarts.states {str(path)!r} is not a states file (record_states): {exc}") from None
-        self.longest = int(self.to_end.max())
-
-    def near(self, back: int, window: int) -> np.ndarray:
-        """The states ``back - window < to_end <= back`` steps before their game's end (the earliest, once ``back``
-        passes every recorded game's start)."""
-        back = min(back, self.longest)
-        return np.flatnonzero((self.to_end <= back) & (self.to_end > back - window))
 
 
 class Restarter:
@@ -239,34 +60,66 @@ class Restarter:
 class RestartsCallback(BaseCallback):
     """Restarts from the block of ``restarts`` whose span holds the run's step (none outside every span): moves its
     start back when the rollout's restarted games are won often enough. Logs ``restarts/back`` (steps before the
-    end) and ``restarts/win_rate`` (of the rollout's restarted games).
+    end) and ``restarts/win_rate`` (of the rollout's restarted games). A block that finds its own states and whose file
+    is not there yet is recorded at the end of the first rollout of its span, by the run's own policy (not in a
+    session paused at the span's start; a population records its members' before they start, so they find the file).
 
     :param env: the training env (its ``reset_hook``)
-    :param blocks: each ``restarts`` block with its states
+    :param blocks: each ``restarts`` block with its index in the configuration and its states (None: not loaded yet)
     :param seed: the run's seed; a block's restarts draw from ``seed`` + the step they begin at
     :param step: the session's first env step
+    :param config: the run's configuration (the game a recording plays)
     """
 
-    def __init__(self, env: Any, blocks: list[tuple[Any, StartStates]], seed: int, step: int) -> None:
+    def __init__(self, env: Any, blocks: list[tuple[int, Any, StartStates | None]], seed: int, step: int, config: Any) -> None:
         super().__init__()
-        self.env, self.blocks, self.seed = env, blocks, seed
+        self.env, self.blocks, self.seed, self.config = env, blocks, seed, config
         self.active: int | None = None
+        self.pending = False
         self.restarter: Restarter | None = None
         self.advance_at = 1.0
         self.wins = self.games = 0
         self._switch(step)
 
     def _switch(self, t: int) -> None:
-        """Restart from the block whose span holds step ``t``, a fresh :class:`Restarter` when it changes."""
-        active = next((k for k, (spec, _) in enumerate(self.blocks) if spec.start <= t < spec.until), None)
+        """Restart from the block whose span holds step ``t``, a fresh :class:`Restarter` when it changes (none yet
+        for a block whose states are still to be found: :meth:`_on_rollout_end` records them)."""
+        active = next((k for k, (_, spec, _) in enumerate(self.blocks) if spec.start <= t < spec.until), None)
         if active == self.active:
             return
-        self.active, self.restarter = active, None
+        self.active, self.restarter, self.pending = active, None, False
         if active is not None:
-            spec, states = self.blocks[active]
-            self.restarter = Restarter(self.env.num_envs, states, spec.share, spec.back, spec.step, seed=self.seed + t)
-            self.advance_at = spec.advance_at
+            index, spec, states = self.blocks[active]
+            if states is None and spec.states and Path(spec.states).is_file():
+                states = StartStates(spec.states, self.env.core.config)
+                self.blocks[active] = (index, spec, states)
+            if states is None:
+                self.pending = True
+            else:
+                self._restart(states, t)
         self.env.reset_hook = self.restarter
+
+    def _restart(self, states: StartStates, t: int) -> None:
+        """Restart from the active block's ``states``, drawing from ``seed + t``."""
+        assert self.active is not None
+        spec = self.blocks[self.active][1]
+        self.restarter = Restarter(self.env.num_envs, states, spec.share, spec.back, spec.step, seed=self.seed + t)
+        self.advance_at = spec.advance_at
+        self.env.reset_hook = self.restarter
+
+    def _record(self, active: int, t: int) -> Any:
+        """Record block ``active``'s own states with the run's policy as it stands (into a temporary directory for a
+        run without one, e.g. a benchmark's); the block with its file."""
+        from mission_gym.hardware import available_cores
+
+        index, spec, _ = self.blocks[active]
+        if not spec.states:
+            spec = spec.model_copy(update={"states": str(Path(tempfile.mkdtemp(prefix="starts-")) / f"restarts{index}.npz")})
+        Path(spec.states).parent.mkdir(parents=True, exist_ok=True)
+        found = find_starts(spec.find, spec.states, self.config.env_kwargs, found_seed(self.config.seed, index),
+                            available_cores(), RunPolicy(self.model), index, t)  # fmt: skip
+        print(f"restarts: {found.line()}", flush=True)
+        return spec
 
     def _on_rollout_start(self) -> None:
         self._switch(self.model.num_timesteps)
@@ -284,6 +137,13 @@ class RestartsCallback(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
+        if self.pending and self.active is not None:  # the block's first rollout was trained on: find its states
+            spec = self._record(self.active, self.model.num_timesteps)
+            states = StartStates(spec.states, self.env.core.config)
+            self.blocks[self.active] = (self.blocks[self.active][0], spec, states)
+            self.pending = False
+            self._restart(states, self.model.num_timesteps)
+            return
         restarter = self.restarter
         if restarter is None:
             return
@@ -295,13 +155,31 @@ class RestartsCallback(BaseCallback):
             self.logger.record("restarts/win_rate", rate)
 
 
+class RunPolicy:
+    """A training run's policy as it stands, acting on raw observations (normalised by the run's statistics)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.stats = model.get_vec_normalize_env()
+
+    def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        seen = self.stats.normalize_obs(obs) if self.stats is not None else obs
+        return self.model.predict(seen, deterministic=deterministic)[0]
+
+
+def found_seed(seed: int, block: int) -> int:
+    """The seed of the recording of a run's own starts for its ``restarts[block]`` (the same on a resume)."""
+    return 1000 * seed + block
+
+
 def restarts_part(config: Any, venv: Any, step: int) -> RestartsCallback | None:
     """The run part ``restarts``: the training env's reset hook, and the callback that moves the start back and
     changes blocks at their steps; None without ``restarts`` or once the run is past every block's ``until``.
 
-    :raises ConfigError: for a training env without Mission Gym's batched core, or a file that is no states file
+    :raises ConfigError: for a training env without Mission Gym's batched core, a file that is no states file or was
+        recorded on another scenario
     """
-    blocks = [b for b in config.restarts or [] if step < b.until]
+    blocks = [(k, b) for k, b in enumerate(config.restarts or []) if step < b.until]
     if not blocks:
         return None
     env = getattr(venv, "unwrapped", venv)
@@ -311,14 +189,12 @@ def restarts_part(config: Any, venv: Any, step: int) -> RestartsCallback | None:
             f"restarts needs Mission Gym's batched training env (vec_env native), got {config.vec_env!r}: use "
             "--vec-env native or set restarts: null"
         )
-    shapes = {name: getattr(core, name).shape[1:] for name in RESTORED}
-    loaded = []
-    for block in blocks:
-        states = StartStates(states_path(block.states))
-        if any(states.arrays[name].shape[1:] != shapes[name] for name in RESTORED):
-            raise ConfigError(
-                f"restarts.states {block.states!r} holds games of another scenario than this run's: record this "
-                "scenario's (tools/record_states.py) or set restarts: null"
-            )
-        loaded.append((block, states))
-    return RestartsCallback(env, loaded, config.seed, step)
+    loaded: list[tuple[int, Any, StartStates | None]] = []
+    for k, block in blocks:
+        if block.find is None:
+            loaded.append((k, block, StartStates(states_path(block.states), core.config)))
+        elif block.states and Path(block.states).is_file():
+            loaded.append((k, block, StartStates(block.states, core.config)))
+        else:  # found when its span begins
+            loaded.append((k, block, None))
+    return RestartsCallback(env, loaded, config.seed, step, config)

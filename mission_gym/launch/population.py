@@ -51,6 +51,7 @@ from mission_gym.launch.progress import PopulationProgress
 from mission_gym.launch.report import JobRecord
 from mission_gym.launch.restart_stage import drawn_restarts, restart_block
 from mission_gym.launch.scoring import describe_score, score_members
+from mission_gym.launch.starts_stage import due_blocks, find_stage_starts
 from mission_gym.launch.together import MemberTask, resolve_learner, train_members_together
 from mission_gym.rundir.directory import (
     RunDir,
@@ -160,6 +161,7 @@ class PopulationRun:
         run = RunDir(Path(runs_dir) / name)
         if run.path.exists():
             raise ConfigError(f"run directory {str(run.path)!r} already exists; pick another --run-name or --resume it")
+        config = config.with_starts_in(run.path / "starts")  # what the run finds for its members' restarts
         if options.get("backend") == "ray":
             from mission_gym.launch.ray_backend import RayUnavailable, import_ray
 
@@ -268,6 +270,11 @@ class PopulationRun:
             # members drawn at this cut by an earlier session (its redraw) train to it with the others
             drawn = [m["name"] for m in self.state["members"] if m.get("drawn_at") == step]
             active = active + [m for m in drawn if m not in active]
+            begin = self.config.population.cuts[i - 1].at if i else 0
+            if due_blocks(self.config, begin):  # the starts of the restarts that begin here, found once
+                find_stage_starts(self.config, begin, self.members_dir, done_cuts[i - 1]["best"] if i else None, self.state)
+                write_json(self.run / STATE, self.state)
+                self.progress.restart_window()
             what = "the end" if final else f"step {step:,} ({100 * step / self.config.timesteps:.0f}%)"
             print(f"population: {', '.join(active)} train to {what}", flush=True)
             scores, failed, stopped = self._train_and_score(active, step, final)

@@ -18,7 +18,7 @@ def restart_block(
 ) -> dict[str, Any] | None:
     """The ``restarts`` block of a member drawn at ``step``: the best score's model's won games, recorded once; None
     when it won none."""
-    from mission_gym.extras.restarts import record_model_states
+    from mission_gym.extras.starts import record_model_states
 
     best = max(scores, key=lambda s: EvalRecord(**s["record"]).score())
     out = run_dir / f"restart_states_{step}.npz"

@@ -3,12 +3,16 @@
 python -m mission_gym.scripts.evaluate RUN_NAME|RUN_DIR|MODEL.zip [--episodes 200] [--json [PATH]] [--trust-pickle]
 python -m mission_gym.scripts.evaluate --policy greedy --episodes 200
 python -m mission_gym.scripts.evaluate RUN --defenders guard_objective+guard_objective --best-of 16
-python -m mission_gym.scripts.evaluate RUN --policy search --search-budget 20,8,4,150
+python -m mission_gym.scripts.evaluate RUN --policy lookahead --lookahead-budget 20,8,4,150
+python -m mission_gym.scripts.evaluate --policy greedy --env-kwargs scenario=my_scenario.yaml
 
 ``--defenders`` plays the held-out games of one situation (the seeds from 900000000 upward whose defenders draw those
 modes); ``--best-of N`` plays each start N more times with sampled actions beside the deterministic play (what the
-policy's own action distribution can win); ``--policy search`` plays each game by a privileged lookahead search over
-the model's sampled plays on copies of the simulation (:mod:`mission_gym.agents.search`), a ceiling to measure it by.
+policy's own action distribution can win); ``--policy lookahead`` plays each game by a privileged lookahead over
+the model's sampled plays on copies of the simulation (:mod:`mission_gym.agents.lookahead`), a ceiling to measure it by
+(``--policy search`` is its earlier name). ``--env-kwargs`` changes the game: the scripted baselines play it, and a
+model plays it over its run's own settings (another scenario with the same unit counts, to see how an agent carries
+over; a model whose observations would not fit is refused).
 
 A model loads from its safe files (weights as safetensors, a JSON agent file) without unpickling anything; one that
 exists only as pickles is refused unless --trust-pickle (docs/training.md, "Sharing and watching agents").
@@ -36,8 +40,8 @@ from mission_gym.evaluation import (
 )
 from mission_gym.scripts.cli import CliParser, add_trust_pickle, command_main, fail
 
-#: what --policy takes: the scripted baselines, and the search over a model's own plays
-POLICY_CHOICES = (*POLICIES, "search")
+#: what --policy takes: the scripted baselines, and the lookahead over a model's own plays (``search``: its old name)
+POLICY_CHOICES = (*POLICIES, "lookahead", "search")
 
 #: how many defenders guard the objective, in words
 GUARDS = {0: "none", 1: "one", 2: "two"}
@@ -51,8 +55,13 @@ def build_parser() -> CliParser:
     p.add_argument("model", nargs="?", help="run name (under --runs-dir), run directory, or model .zip")
     p.add_argument(
         "--policy", choices=POLICY_CHOICES,
-        help="a scripted baseline (greedy, random) instead of a model, or search: a privileged lookahead search over "
-             "the model's own sampled plays on copies of the simulation (Mission Gym only)",
+        help="a scripted baseline (greedy, random) instead of a model, or lookahead: a privileged search over the "
+             "model's own sampled plays on copies of the simulation (Mission Gym only; search: its earlier name)",
+    )  # fmt: skip
+    p.add_argument(
+        "--env-kwargs", nargs="+", metavar="K=V", default=None,
+        help="the game's settings, YAML values, e.g. scenario=my_scenario.yaml (a scenario file) or "
+             "reward.win_bonus=100: the scripted baselines play that game, a model plays it over its run's own (Mission Gym)",
     )  # fmt: skip
     p.add_argument(
         "--defenders", default=None, metavar="MODE+MODE",
@@ -65,8 +74,8 @@ def build_parser() -> CliParser:
              "play's and the share of starts some play wins (Mission Gym)",
     )  # fmt: skip
     p.add_argument(
-        "--search-budget", default="20,8,4,150", metavar="E,C,K,H",
-        help="--policy search: every E steps, C candidate E-step prefixes, each on K copies of the game with fresh "
+        "--lookahead-budget", "--search-budget", dest="lookahead_budget", default="20,8,4,150", metavar="E,C,K,H",
+        help="--policy lookahead: every E steps, C candidate E-step prefixes, each on K copies of the game with fresh "
              "dice, continued H steps by the sampled policy [20,8,4,150]",
     )  # fmt: skip
     p.add_argument("--threads", type=int, default=None, help="CPU threads the games step on [every core]")
@@ -113,40 +122,78 @@ def _refusal(args: Any) -> str | None:
         return f"--best-of must be >= 1 (got {args.best_of})"
     if args.threads is not None and args.threads < 1:
         return f"--threads must be >= 1 (got {args.threads})"
-    if args.policy == "search":
+    if args.policy == "lookahead":
         if args.model is None:
-            return "--policy search searches over a model's own plays: give the model (run name, run directory or .zip)"
-        from mission_gym.agents.search import SearchBudget
+            return "--policy lookahead searches over a model's own plays: give the model (run name, run directory or .zip)"
+        from mission_gym.agents.lookahead import LookaheadBudget
 
         try:
-            SearchBudget.parse(args.search_budget)
+            LookaheadBudget.parse(args.lookahead_budget)
         except ValueError as exc:
             return str(exc)
     elif (args.model is None) == (args.policy is None):
         return "give either a model (run name, run directory or .zip) or --policy greedy|random"
     if args.defenders is not None:
-        return situation_problem(args.defenders)
+        return situation_problem(args.defenders, args.game)
     return None
+
+
+def game_problem(env_kwargs: dict[str, Any]) -> str | None:
+    """Why ``--env-kwargs`` makes no game (one line naming the bad value), or None."""
+    from mission_gym.config import ConfigError
+    from mission_gym.envs import MissionVecEnv
+
+    try:
+        MissionVecEnv(1, **env_kwargs).close()
+    except (ConfigError, TypeError, ValueError) as exc:
+        return f"--env-kwargs: {exc}"
+    return None
+
+
+def _read_flags(args: Any) -> str | None:
+    """Settle ``--policy search`` (the lookahead's old name, with a note) and ``--env-kwargs`` (``args.game``); the
+    one line that refuses the flags, or None."""
+    from mission_gym.config import ConfigError
+    from mission_gym.settings.command import parse_pairs
+
+    renamed = args.policy == "search"
+    if renamed:
+        args.policy = "lookahead"
+    try:
+        args.game = parse_pairs(args.env_kwargs, "--env-kwargs", nest=True)
+    except ConfigError as exc:
+        return str(exc)
+    problem = (game_problem(args.game) if args.env_kwargs else None) or _refusal(args)
+    if renamed and not problem:
+        print("evaluate: --policy search is now --policy lookahead", file=sys.stderr)
+    return problem
+
+
+def _baseline(args: Any) -> int:
+    """A scripted baseline on the held-out games of its game (``--env-kwargs``)."""
+    if args.best_of is not None:
+        return fail("--best-of samples a model's actions: give a model, not --policy " + args.policy)
+    from mission_gym.baselines import make_policy
+    from mission_gym.envs.mission_env import make_config
+
+    game = dict(args.game)
+    config = make_config(None, game.pop("config_dir", None), game.pop("scenario", None), game)
+    seeds = _seeds(args, args.game)
+    policy = make_policy(args.policy, config, seed=0)
+    return _report(args, evaluate_mission(policy, len(seeds), seeds, args.policy, args.game), None)
 
 
 @command_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    problem = _refusal(args)
+    problem = _read_flags(args)
     if problem:
         return fail(problem)
     from mission_gym.hardware import available_cores
 
     threads = args.threads or available_cores()
     if args.policy in POLICIES:
-        if args.best_of is not None:
-            return fail("--best-of samples a model's actions: give a model, not --policy " + args.policy)
-        from mission_gym.baselines import make_policy
-        from mission_gym.config import load_config
-
-        seeds = _seeds(args, {})
-        result = evaluate_mission(make_policy(args.policy, load_config(), seed=0), len(seeds), seeds, args.policy)
-        return _report(args, result, None)
+        return _baseline(args)
     from mission_gym.agents import load_agent
 
     try:
@@ -157,17 +204,27 @@ def main(argv: list[str] | None = None) -> int:
 
     name = str(args.model)
     if agent.env_id != ENV_ID:
-        if args.policy or args.defenders or args.best_of:
-            return fail(f"--policy search, --defenders and --best-of play Mission Gym; {name} was trained on {agent.env_id}")
+        if args.policy or args.defenders or args.best_of or args.env_kwargs:
+            return fail(
+                f"--policy lookahead, --defenders, --best-of and --env-kwargs play Mission Gym; {name} was trained on "
+                f"{agent.env_id}"
+            )
         seeds = held_out_seeds(args.episodes)
         return _report(args, evaluate_gym(lambda o: agent.predict(o, not args.stochastic), agent.env_id, args.episodes,
                                           seeds, name, agent.env_kwargs), None)  # fmt: skip
     import torch
 
     torch.manual_seed(0)  # the sampled plays are the same every time
+    if args.env_kwargs:
+        from mission_gym.config.loader import deep_merge
+
+        agent.env_kwargs = deep_merge(agent.env_kwargs, args.game)
+        problem = game_problem(agent.env_kwargs) or _fits(agent, name)
+        if problem:
+            return fail(problem)
     seeds = _seeds(args, agent.env_kwargs)
-    if args.policy == "search":
-        result = _search(agent, seeds, args.search_budget, threads, name)
+    if args.policy == "lookahead":
+        result = _lookahead(agent, seeds, args.lookahead_budget, threads, name)
     else:
         result = evaluate_mission(
             lambda o: agent.predict(o, deterministic=not args.stochastic), len(seeds), seeds, name, agent.env_kwargs
@@ -188,16 +245,30 @@ def _seeds(args: Any, env_kwargs: dict[str, Any]) -> list[int]:
     return held_out_seeds(args.episodes)
 
 
-def _search(agent: Any, seeds: list[int], budget: str, threads: int, name: str) -> EvalResult:
-    """The held-out games played by the search over ``agent``'s sampled plays."""
-    from mission_gym.agents.search import SearchBudget, search_results
+def _fits(agent: Any, name: str) -> str | None:
+    """Why ``agent`` cannot play its (changed) game: the observations or commands of another size, or None."""
+    from mission_gym.envs import MissionVecEnv
+
+    env = MissionVecEnv(1, **agent.env_kwargs)
+    if env.observation_space.shape != agent.observation_space.shape or env.action_space != agent.action_space:
+        return (
+            f"--env-kwargs: {name} sees {agent.observation_space.shape[0]} observations and commands "
+            f"{len(agent.action_space.nvec)} attackers; this game has {env.observation_space.shape[0]} and "
+            f"{len(env.action_space.nvec)} (a model plays only scenarios with its unit counts)"
+        )
+    return None
+
+
+def _lookahead(agent: Any, seeds: list[int], budget: str, threads: int, name: str) -> EvalResult:
+    """The held-out games played by the lookahead over ``agent``'s sampled plays."""
+    from mission_gym.agents.lookahead import LookaheadBudget, lookahead_results
     from mission_gym.evaluation import summarize
 
-    games = search_results(lambda o: agent.predict(o, deterministic=False), seeds, agent.env_kwargs,
-                           SearchBudget.parse(budget), threads)  # fmt: skip
+    games = lookahead_results(lambda o: agent.predict(o, deterministic=False), seeds, agent.env_kwargs,
+                              LookaheadBudget.parse(budget), threads)  # fmt: skip
     returns = [float(sum(g["reward_terms"].values())) for g in games]
     modes = ["+".join(sorted(g["defender_modes"])) for g in games]
-    return summarize(f"search over {name}", seeds, returns, games, modes)
+    return summarize(f"lookahead over {name}", seeds, returns, games, modes)
 
 
 def _report(args: Any, result: EvalResult, extra: BestOf | None) -> int:

@@ -74,6 +74,7 @@ def measure_training(
 
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm {algorithm!r} is not valid; valid: {', '.join(ALGORITHMS)}")
+    config = config.without_found_starts()  # the speed of training, not of the run's recordings
     run = resolve(config if threads is None else config.model_copy(update={"num_threads": threads}))
     config = run.config
     setup = build_run(run, algorithm=None if algorithm == "lean" else _sb3_ppo())
@@ -226,7 +227,7 @@ def measure_batched(config: TrainConfig, members: int, rollouts: int = 2, warmup
     from mission_gym.training.build import build_run
     from mission_gym.training.monitor import ResourceSampler
 
-    run = resolve(config)
+    run = resolve(config.without_found_starts())
     setups = [
         build_run(replace(run, config=run.config.model_copy(update={"seed": run.config.seed + k}))) for k in range(members)
     ]

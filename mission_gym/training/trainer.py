@@ -143,6 +143,8 @@ class Trainer:
             raise ConfigError(f"run directory {str(run.path)!r} already exists; pick another --run-name or --resume it")
         if memory_check:
             check_memory(run_settings)
+        # the starts the run finds for its restarts go in its own directory
+        run_settings = replace(run_settings, config=config.with_starts_in(run.path / "starts"))
         setup = build_run(run_settings, parent_checkpoint=parent_checkpoint, runs_dir=runs_dir)
         parent = setup.parent
         lock = None

@@ -1,12 +1,13 @@
-"""A privileged lookahead search over a policy's own plays: what the policy's action distribution can win, found by
-trying it on copies of the simulation (``evaluate --policy search``).
+"""The lookahead: a privileged search over a policy's own plays on copies of the simulation, which finds what the
+policy's action distribution can win (``evaluate --policy lookahead``) and won games for a run's restarts to start from
+(:mod:`mission_gym.extras.found`). Named apart from the hyperparameter search (``mission-search``), which tunes runs.
 
 Every ``every`` steps of each game, ``candidates`` action prefixes of ``every`` steps are drawn by playing the policy
 (sampled actions) on copies of the game as it stands; each prefix is then played on ``copies`` further copies, each
 with a fresh random stream (so no plan can exploit the real game's own dice), and continued ``horizon`` steps by the
 sampled policy; the prefix whose copies win most (ties: the higher mean return, then the prefix itself) is played in
 the real game. Copy ``r`` of a game uses the same random stream for every candidate, so a candidate's score depends on
-its prefix alone, not on where it stands in the list. The search reads and copies the simulator's whole state
+its prefix alone, not on where it stands in the list. The lookahead reads and copies the simulator's whole state
 (:meth:`~mission_gym.sim.core.MissionCore.save_state`), which no agent sees: it is a ceiling to measure a policy
 against, not a policy to ship. Every game of a decision is searched at once in one batched core on every core.
 """
@@ -14,11 +15,11 @@ against, not a policy to ship. Every game of a decision is searched at once in o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from mission_gym.settings.schema import LookaheadBudget
 from mission_gym.sim import layout as L
 from mission_gym.sim.core import STATE_ARRAYS, MissionCore
 
@@ -26,39 +27,7 @@ from mission_gym.sim.core import STATE_ARRAYS, MissionCore
 Propose = Callable[[np.ndarray], np.ndarray]
 #: indices of games in a core
 Games = Sequence[int] | np.ndarray
-
-
-@dataclass(frozen=True)
-class SearchBudget:
-    """How hard the search looks (``evaluate --search-budget EVERY,CANDIDATES,COPIES,HORIZON``).
-
-    :param every: steps between decisions (a candidate prefix's length)
-    :param candidates: prefixes tried per decision
-    :param copies: copies of the game each prefix is played on, each with a fresh random stream
-    :param horizon: steps the sampled policy plays on after the prefix
-    """
-
-    every: int = 20
-    candidates: int = 8
-    copies: int = 4
-    horizon: int = 150
-
-    @classmethod
-    def parse(cls, text: str) -> SearchBudget:
-        """``"20,8,4,150"`` → the budget.
-
-        :raises ValueError: naming the bad value and what is valid
-        """
-        parts = text.split(",")
-        try:
-            values = [int(p) for p in parts]
-        except ValueError:
-            values = []
-        if len(values) != 4 or min(values) < 1:
-            raise ValueError(
-                f"--search-budget {text!r} is not valid; give EVERY,CANDIDATES,COPIES,HORIZON, four integers >= 1"
-            )
-        return cls(*values)
+__all__ = ["Games", "Lookahead", "LookaheadBudget", "Propose", "lookahead_results"]
 
 
 def _states(core: MissionCore, games: Games) -> dict[str, np.ndarray]:
@@ -89,16 +58,16 @@ def _play(core: MissionCore, steps: int, act: Callable[[int, np.ndarray], np.nda
     return returns, core.ev[:, L.E_OUTCOME] == L.O_CAPTURED
 
 
-class Search:
-    """The search over ``propose``'s plays (see the module doc).
+class Lookahead:
+    """The lookahead over ``propose``'s plays (see the module doc).
 
     :param propose: the policy's sampled actions
     :param budget: how hard it looks
     :param threads: CPU threads the copies step on
-    :param seed: the search's own random streams (the copies' dice)
+    :param seed: the lookahead's own random streams (the copies' dice)
     """
 
-    def __init__(self, propose: Propose, budget: SearchBudget, threads: int = 1, seed: int = 0) -> None:
+    def __init__(self, propose: Propose, budget: LookaheadBudget, threads: int = 1, seed: int = 0) -> None:
         self.propose, self.budget, self.threads = propose, budget, threads
         self.rng = np.random.default_rng(seed)
 
@@ -153,40 +122,49 @@ class Search:
         wins, returns = self.scores(core, games, prefixes)
         return self.choose(prefixes, wins, returns)
 
-    def play(self, core: MissionCore, visit: Callable[[int, np.ndarray], None] | None = None) -> None:
-        """Play every game of ``core`` to its end, each decision from the search; ``visit(step, games)`` is called
-        before each decision with the games still running (to record their states)."""
+    def play(
+        self, core: MissionCore, visit: Callable[[int, np.ndarray], None] | None = None, visit_every: int | None = None
+    ) -> None:
+        """Play every game of ``core`` to its end, each decision from the lookahead; ``visit(step, games)`` is called
+        with the games still running every ``visit_every`` steps (default: before each decision), to record their
+        states."""
+        every = self.budget.every
+        visit_every = visit_every or every
         step = 0
         while True:
             games = np.flatnonzero(core.ev[:, L.E_OUTCOME] == L.O_NONE)
             if games.size == 0:
                 return
-            if visit is not None:
-                visit(step, games)
-            step += self.budget.every
-            plan = np.zeros((core.n_envs, self.budget.every, core.n_attackers), dtype=np.int64)
+            plan = np.zeros((core.n_envs, every, core.n_attackers), dtype=np.int64)
             plan[games] = self.decide(core, games)
+            for k in range(0, every, visit_every):  # the plan in pieces, a visit before each
+                running = np.flatnonzero(core.ev[:, L.E_OUTCOME] == L.O_NONE)
+                if running.size == 0:
+                    return
+                if visit is not None:
+                    visit(step + k, running)
 
-            def scripted(k: int, rows: np.ndarray, plan: np.ndarray = plan) -> np.ndarray:
-                return plan[rows, k]
+                def scripted(j: int, rows: np.ndarray, plan: np.ndarray = plan, k: int = k) -> np.ndarray:
+                    return plan[rows, k + j]
 
-            _play(core, self.budget.every, scripted)
+                _play(core, min(visit_every, every - k), scripted)
+            step += every
 
 
-def search_results(
+def lookahead_results(
     propose: Propose,
     seeds: list[int],
     env_kwargs: dict[str, Any] | None,
-    budget: SearchBudget,
+    budget: LookaheadBudget,
     threads: int = 1,
     seed: int = 0,
     wave: int = 256,
 ) -> list[dict[str, Any]]:
-    """Each held-out game (episode ``k`` on ``seeds[k]``, the games ``evaluate`` plays) played by the search: its
+    """Each held-out game (episode ``k`` on ``seeds[k]``, the games ``evaluate`` plays) played by the lookahead: its
     episode metrics and its defenders' modes."""
     from mission_gym.envs import MissionVecEnv
 
-    search = Search(propose, budget, threads, seed)
+    lookahead = Lookahead(propose, budget, threads, seed)
     out: list[dict[str, Any]] = []
     for start in range(0, len(seeds), wave):
         chunk = seeds[start : start + wave]
@@ -195,6 +173,6 @@ def search_results(
         venv.reset()
         core = venv.core
         modes = [core.defender_modes(i) for i in range(len(chunk))]
-        search.play(core)
+        lookahead.play(core)
         out += [{**core.episode_metrics(i), "defender_modes": modes[i]} for i in range(len(chunk))]
     return out

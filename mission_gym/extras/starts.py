@@ -1,0 +1,368 @@
+"""States files: won games kept as states for a run's restarts to start from (:mod:`mission_gym.extras.restarts`),
+the scenario each was recorded on, and the starts a run finds for itself (``restarts[].find``).
+
+A states file holds, for every won game of a recording, the simulation's state every few steps (everything but the
+random stream, :meth:`~mission_gym.sim.core.MissionCore.save_state`) with the steps left to the game's end, and the
+scenario it was played on (its name and :meth:`~mission_gym.config.MissionConfig.scenario_fingerprint`): a run on any
+other scenario refuses it, as it refuses a file that does not say.
+
+A run finds its own starts the way Go-Explore (Ecoffet et al., Nature 2021) explores before it robustifies: it plays
+games in the simulator with a privileged lookahead (:mod:`mission_gym.agents.lookahead`: returning to saved states and
+trying the policy's sampled plays from them) over the scripted greedy fleet at its start, or over its own best policy
+later, and the backward algorithm of the restarts turns the won games into a policy that wins without the lookahead.
+Every recording is seeded by the run, so a run stopped while it records records the same states when it resumes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mission_gym.config import ConfigError, MissionConfig
+from mission_gym.rundir.files import atomic_open
+from mission_gym.sim import layout as L
+from mission_gym.sim.core import STATE_ARRAYS
+
+#: what a restart restores: every array of a game's state but its random stream (the env keeps its own)
+RESTORED = tuple(name for name in STATE_ARRAYS if name != "rng")
+#: the first seed of recorded games: neither training (small numbers), in-training evaluation (500M) nor held-out
+#: evaluation (900M) plays them
+RECORD_SEED_BASE = 600_000_000
+#: games a policy's own play is measured on to find the situation it loses most (``find.situation: worst``)
+RANKING_GAMES = 1000
+#: the share of those games a situation needs to be ranked (rarer ones say too little)
+RANKED_SHARE = 0.02
+
+
+def record_model_states(
+    model: str | Path,
+    out: str | Path,
+    games: int = 200,
+    every: int = 5,
+    trust_pickle: bool = False,
+    situation: str | None = None,
+    lookahead: Any = None,
+    threads: int = 1,
+    lost_only: bool = False,
+) -> int:
+    """:func:`record_states` of a saved model (deterministic actions, its own observation statistics and game;
+    ``trust_pickle``: a model saved before the safe agent files), or with ``lookahead`` (a
+    :class:`~mission_gym.agents.lookahead.LookaheadBudget`) :func:`record_lookahead_states` over its sampled plays.
+    ``situation`` (``MODE+MODE``): only games whose defenders draw those modes; ``lost_only``: only the games of
+    those ``games`` that the model's deterministic play loses (where a plan it does not play yet is needed).
+
+    :raises ConfigError: when it wins no game, or (``lost_only``) loses none
+    """
+    from mission_gym.agents.loading import load_agent
+
+    agent = load_agent(model, trust_pickle=trust_pickle)
+    seeds = record_seeds(games, agent.env_kwargs, situation)
+    if lost_only:
+        seeds = lost_seeds(agent.predict, seeds, agent.env_kwargs, threads)
+    if lookahead is not None:
+        propose = lambda o: agent.predict(o, deterministic=False)  # noqa: E731
+        return record_lookahead_states(propose, out, agent.env_kwargs, seeds, lookahead, threads)
+    return record_states(agent.predict, out, agent.env_kwargs, len(seeds), every, seeds=seeds)
+
+
+def record_seeds(games: int, env_kwargs: dict[str, Any], situation: str | None = None) -> list[int]:
+    """The seeds of ``games`` games to record, from :data:`RECORD_SEED_BASE` up (only ``situation``'s, if given)."""
+    from mission_gym.evaluation import situation_seeds
+
+    if situation is None:
+        return [RECORD_SEED_BASE + k for k in range(games)]
+    return situation_seeds(situation, games, env_kwargs, base=RECORD_SEED_BASE)
+
+
+def lost_seeds(predict: Any, seeds: list[int], env_kwargs: dict[str, Any], threads: int = 1) -> list[int]:
+    """The seeds among ``seeds`` whose game ``predict`` loses.
+
+    :raises ConfigError: when it loses none
+    """
+    from mission_gym.evaluation import evaluate_mission_blocks
+
+    played = evaluate_mission_blocks(predict, len(seeds), 1, seeds, env_kwargs=env_kwargs, threads=threads)[0]
+    lost = [seed for seed, won in zip(seeds, played.won) if not won]
+    if not lost:
+        raise ConfigError(f"record_states --lost-only: the agent won all {len(seeds)} games; play more (--games)")
+    return lost
+
+
+def record_states(
+    predict: Any,
+    out: str | Path,
+    env_kwargs: dict[str, Any],
+    games: int = 200,
+    every: int = 5,
+    seed_base: int = RECORD_SEED_BASE,
+    seeds: list[int] | None = None,
+    threads: int = 1,
+    empty_ok: bool = False,
+) -> int:
+    """Play ``games`` games of ``predict`` (observations -> actions; on ``seeds``, else from ``seed_base`` up) and
+    save, for the games it wins, the state every ``every`` steps with the steps left to the game's end, to ``out``
+    (``.npz``); the states saved.
+
+    :raises ConfigError: when it wins no game (unless ``empty_ok``: the file then holds none)
+    """
+    from mission_gym.envs import MissionVecEnv
+
+    seeds = seeds or [seed_base + k for k in range(games)]
+    env = MissionVecEnv(len(seeds), threads=threads, **env_kwargs)
+    env.seed_envs(seeds)
+    obs: Any = env.reset()
+    taken = _Taken(env.core)
+    ended = np.zeros(len(seeds), dtype=bool)
+    t = 0
+    while not ended.all():
+        if t % every == 0:
+            taken.visit(t, np.flatnonzero(~ended))
+        obs, _, dones, infos = env.step(predict(obs))
+        t += 1
+        done = np.flatnonzero(dones)  # the env starts another game there at once, which is not recorded
+        taken.ends(done, t, [infos[i].get("outcome") == "captured" for i in done])
+        ended[done] = True
+    return taken.write(out, empty_ok)
+
+
+def record_lookahead_states(
+    propose: Any,
+    out: str | Path,
+    env_kwargs: dict[str, Any],
+    seeds: list[int],
+    budget: Any,
+    threads: int = 1,
+    every: int | None = None,
+    seed: int = 0,
+    empty_ok: bool = False,
+) -> int:
+    """Play the games ``seeds`` by the lookahead over ``propose``'s sampled plays
+    (:class:`~mission_gym.agents.lookahead.Lookahead` with ``budget``, its dice from ``seed``) and save the states of
+    the games it wins every ``every`` steps (default: at each of its decisions), as :func:`record_states` does: the
+    won games of a plan the policy alone does not play yet.
+
+    :raises ConfigError: when it wins no game (unless ``empty_ok``: the file then holds none)
+    """
+    from mission_gym.agents.lookahead import Lookahead
+    from mission_gym.envs import MissionVecEnv
+
+    env = MissionVecEnv(len(seeds), threads=threads, **env_kwargs)
+    env.seed_envs(seeds)
+    env.reset()
+    taken = _Taken(env.core)
+    Lookahead(propose, budget, threads, seed).play(env.core, taken.visit, every)
+    core = env.core  # every game has ended, where it stands: its length is its step counter
+    taken.ends(np.arange(core.n_envs), core.ev[:, L.E_STEP].astype(int), core.ev[:, L.E_OUTCOME] == L.O_CAPTURED)
+    return taken.write(out, empty_ok)
+
+
+class _Taken:
+    """States taken along each game of a core, and how each game ended, until written as a states file."""
+
+    def __init__(self, core: Any) -> None:
+        self.core = core
+        self.states: list[list[tuple[int, dict[str, np.ndarray]]]] = [[] for _ in range(core.n_envs)]
+        self.length = np.zeros(core.n_envs, dtype=int)
+        self.won = np.zeros(core.n_envs, dtype=bool)
+
+    def visit(self, t: int, games: np.ndarray) -> None:
+        """Keep the state of each of ``games`` at step ``t`` (of games that have not ended yet)."""
+        for i in games[self.length[games] == 0]:
+            self.states[i].append((t, {name: getattr(self.core, name)[i].copy() for name in RESTORED}))
+
+    def ends(self, games: np.ndarray, t: Any, won: Any) -> None:
+        """``games`` ended at step ``t`` (one for all, or one each), each won or not (``won``, one each); only a
+        game's first end counts."""
+        for k, i in enumerate(games):
+            if self.length[i] == 0:
+                self.length[i], self.won[i] = np.broadcast_to(t, games.shape)[k], won[k]
+
+    def write(self, out: str | Path, empty_ok: bool = False) -> int:
+        """Write the won games' states with their steps to the end and the scenario they were played on; the states
+        written (none, with ``empty_ok``, when no game was won: the restarts then start nothing from it)."""
+        rows = [(i, self.length[i] - step, state) for i in np.flatnonzero(self.won) for step, state in self.states[i]]
+        if not rows and not empty_ok:
+            raise ConfigError(f"restarts: the policy won none of {self.core.n_envs} games; it has no states to restart from")
+        core = self.core
+        arrays: dict[str, Any] = {
+            name: np.stack([state[name] for _, _, state in rows]) if rows else getattr(core, name)[:0].copy()
+            for name in RESTORED
+        }
+        arrays.update(game=np.array([g for g, _, _ in rows], dtype=int), to_end=np.array([e for _, e, _ in rows], dtype=int))
+        config = self.core.config
+        arrays.update(scenario=np.array(config.scenario.name), fingerprint=np.array(config.scenario_fingerprint()))
+        with atomic_open(out) as f:  # a killed recording leaves no half-written states file
+            np.savez_compressed(f, **arrays)
+        return len(rows)
+
+
+def states_path(name: str | Path) -> Path:
+    """A states file named in a configuration: the path as given, else one beside the presets (a user's own)."""
+    from mission_gym.settings.presets import presets_dir
+
+    path = Path(name)
+    return path if path.is_absolute() or path.exists() else presets_dir() / path
+
+
+class StartStates:
+    """A states file (:func:`record_states`): each state's arrays, its game and its steps to the end.
+
+    :param path: the file
+    :param game: the configuration of the game it is to restart; a file recorded on another scenario, or that does
+        not say which, is refused
+    :raises ConfigError: naming the file and what is wrong
+    """
+
+    def __init__(self, path: str | Path, game: MissionConfig | None = None) -> None:
+        try:
+            with np.load(path) as data:
+                self.arrays = {name: data[name] for name in RESTORED}
+                self.to_end = data["to_end"]
+                said = "fingerprint" in data.files
+                self.scenario = str(data["scenario"]) if said else None
+                self.fingerprint = str(data["fingerprint"]) if said else None
+        except (OSError, KeyError, ValueError) as exc:
+            raise ConfigError(f"restarts.states {str(path)!r} is not a states file (record_states): {exc}") from None
+        self.longest = int(self.to_end.max()) if self.to_end.size else 0
+        if game is not None:
+            check_scenario(path, self.scenario, self.fingerprint, game)
+
+    def near(self, back: int, window: int) -> np.ndarray:
+        """The states ``back - window < to_end <= back`` steps before their game's end (the earliest, once ``back``
+        passes every recorded game's start)."""
+        back = min(back, self.longest)
+        return np.flatnonzero((self.to_end <= back) & (self.to_end > back - window))
+
+
+def check_scenario(path: str | Path, scenario: str | None, fingerprint: str | None, game: MissionConfig) -> None:
+    """Refuse, in one line naming both, states recorded on another scenario than ``game``'s, or that do not say.
+
+    :raises ConfigError: then
+    """
+    fix = "record this scenario's (restarts find:, or tools/record_states.py) or set restarts: null"
+    here = f"{game.scenario.name!r} ({game.scenario_fingerprint()})"
+    if fingerprint is None:
+        raise ConfigError(
+            f"restarts.states {str(path)!r} does not say which scenario it was recorded on (this run plays {here}): {fix}"
+        )
+    if fingerprint != game.scenario_fingerprint():
+        raise ConfigError(
+            f"restarts.states {str(path)!r} was recorded on scenario {scenario!r} ({fingerprint}), another scenario than "
+            f"this run's {here}: {fix}"
+        )
+
+
+# --- the starts a run finds for itself ------------------------------------------------------------------------------
+
+
+@dataclass
+class Found:
+    """What a recording of a run's own starts did (the log, ``population.json`` and the dashboard)."""
+
+    block: int
+    step: int
+    how: str
+    games: int
+    won: int
+    states: int
+    seconds: float
+    cores: int = 1
+    situation: str | None = None
+
+    def line(self) -> str:
+        where = f" ({self.situation})" if self.situation else ""
+        kept = f"{self.states:,} states" if self.won else "no states: its games start afresh"
+        return (
+            f"starts for restarts[{self.block}] at step {self.step:,}: {self.how}{where}: won {self.won:,} of "
+            f"{self.games:,} games, {kept} ({self.seconds:.0f} s)"
+        )
+
+
+class GreedyProposal:
+    """The scripted greedy fleet's sampled play (:class:`~mission_gym.baselines.GreedyPolicy`): each command drawn at
+    random with probability ``noise``, so the lookahead has plays to choose between.
+
+    :param config: the game
+    :param noise: the share of commands drawn at random
+    :param seed: the draws' generator
+    """
+
+    def __init__(self, config: MissionConfig, noise: float, seed: int) -> None:
+        from mission_gym.baselines import GreedyPolicy
+
+        self.greedy = GreedyPolicy(config)
+        self.noise = noise
+        self.rng = np.random.default_rng(seed)
+
+    def predict(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """The greedy fleet's commands, some drawn at random unless ``deterministic``."""
+        actions = self.greedy(obs)
+        if deterministic or not self.noise:
+            return actions
+        drawn = self.rng.random(actions.shape) < self.noise
+        actions[drawn] = self.rng.integers(0, L.N_ACTIONS, size=int(drawn.sum()))
+        return actions
+
+
+def worst_situation(predict: Any, env_kwargs: dict[str, Any], threads: int = 1) -> tuple[str, float] | None:
+    """The situation (the defenders' modes, sorted and joined by ``+``) whose games ``predict``'s deterministic play
+    wins least, among :data:`RANKING_GAMES` record games (a situation needs :data:`RANKED_SHARE` of them), with its
+    win rate; None when the game has one situation only (its modes are not drawn)."""
+    from mission_gym.evaluation import evaluate_mission_blocks
+
+    seeds = [RECORD_SEED_BASE + k for k in range(RANKING_GAMES)]
+    played = evaluate_mission_blocks(predict, len(seeds), 1, seeds, env_kwargs=env_kwargs, threads=threads)[0]
+    rows = played.by_defender_modes
+    ranked = [(row["win_rate"], key) for key, row in rows.items() if row["episodes"] >= RANKED_SHARE * RANKING_GAMES]
+    if len(rows) < 2 or not ranked:
+        return None
+    rate, key = min(ranked)
+    return key, rate
+
+
+def find_starts(
+    find: Any,
+    out: str | Path,
+    env_kwargs: dict[str, Any],
+    seed: int,
+    threads: int = 1,
+    policy: Any = None,
+    block: int = 0,
+    step: int = 0,
+    whose: str = "the run's policy",
+) -> Found:
+    """Record the starts ``find`` (a :class:`~mission_gym.settings.schema.FindStarts`) asks for into ``out``: the won
+    games of ``games`` record games played by the lookahead over the policy's sampled plays (or by its own play),
+    only the worst situation's with ``situation: worst``. ``policy``: the run's policy for ``policy: best``, an object
+    with ``predict(obs, deterministic)`` on raw observations. Seeded by ``seed`` alone, so a recording made again
+    writes the same states. A recording that wins no game writes a file of none (the block then restarts nothing).
+    """
+    import torch
+
+    from mission_gym.envs import MissionVecEnv
+
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)  # the policy's sampled plays
+    if find.policy == "greedy":
+        policy = GreedyProposal(MissionVecEnv(1, **env_kwargs).core.config, find.noise, seed)
+    elif policy is None:
+        raise ValueError("find_starts: policy best needs the run's policy")
+    worst = None
+    if find.situation == "worst":
+        worst = worst_situation(lambda o: policy.predict(o, deterministic=True), env_kwargs, threads)
+    seeds = record_seeds(find.games, env_kwargs, worst[0] if worst else None)
+    if find.lookahead is not None:
+        propose = lambda o: policy.predict(o, deterministic=False)  # noqa: E731
+        saved = record_lookahead_states(propose, out, env_kwargs, seeds, find.lookahead, threads, find.every, seed, True)
+    else:
+        saved = record_states(lambda o: policy.predict(o, deterministic=True), out, env_kwargs, len(seeds), find.every,
+                              seeds=seeds, threads=threads, empty_ok=True)  # fmt: skip
+    with np.load(out) as data:
+        won = len(set(data["game"].tolist()))
+    situation = f"{worst[0]}, won {100 * worst[1]:.0f}% by its own play" if worst else None
+    how = find.describe(whose)
+    return Found(block, step, how, len(seeds), won, saved, time.perf_counter() - t0, threads, situation)
