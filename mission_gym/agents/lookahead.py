@@ -65,11 +65,21 @@ class Lookahead:
     :param budget: how hard it looks
     :param threads: CPU threads the copies step on
     :param seed: the lookahead's own random streams (the copies' dice)
+    :param groups: each game's group in the core it plays (several policies at once, one per group): ``propose`` is
+        then called with each row's group too, ``propose(obs, groups)``
     """
 
-    def __init__(self, propose: Propose, budget: LookaheadBudget, threads: int = 1, seed: int = 0) -> None:
-        self.propose, self.budget, self.threads = propose, budget, threads
+    def __init__(
+        self, propose: Any, budget: LookaheadBudget, threads: int = 1, seed: int = 0, groups: np.ndarray | None = None
+    ) -> None:
+        self.propose, self.budget, self.threads, self.groups = propose, budget, threads, groups
         self.rng = np.random.default_rng(seed)
+
+    def _ask(self, obs: np.ndarray, rows: np.ndarray, per_game: int, games: Games) -> np.ndarray:
+        """The sampled actions for copies ``rows`` (``per_game`` copies of each of ``games``, game after game)."""
+        if self.groups is None:
+            return self.propose(obs)
+        return self.propose(obs, self.groups[np.asarray(games)[rows // per_game]])
 
     def _streams(self, n: int) -> np.ndarray:
         return self.rng.integers(0, 2**63, size=n, dtype=np.uint64)
@@ -82,7 +92,7 @@ class Lookahead:
         drawn = np.zeros((b.every, copies.n_envs, core.n_attackers), dtype=np.int64)
 
         def act(k: int, rows: np.ndarray) -> np.ndarray:
-            drawn[k, rows] = self.propose(copies.obs[rows])
+            drawn[k, rows] = self._ask(copies.obs[rows], rows, b.candidates, games)
             return drawn[k, rows]
 
         _play(copies, b.every, act)
@@ -101,7 +111,7 @@ class Lookahead:
         scripted = np.repeat(prefixes.reshape(n_games * n_cand, b.every, -1), b.copies, axis=0)
 
         def act(k: int, rows: np.ndarray) -> np.ndarray:
-            return scripted[rows, k] if k < b.every else self.propose(copies.obs[rows])
+            return scripted[rows, k] if k < b.every else self._ask(copies.obs[rows], rows, n_cand * b.copies, games)
 
         returns, won = _play(copies, b.every + b.horizon, act)
         shape = (n_games, n_cand, b.copies)

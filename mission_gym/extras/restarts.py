@@ -20,7 +20,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from mission_gym.config import ConfigError
-from mission_gym.extras.starts import StartStates, find_starts, states_path
+from mission_gym.extras.starts import Owner, StartStates, find_starts, states_path
 
 #: a rollout's restarted games that must end before the start may move back
 MIN_GAMES = 8
@@ -116,8 +116,9 @@ class RestartsCallback(BaseCallback):
         if not spec.states:
             spec = spec.model_copy(update={"states": str(Path(tempfile.mkdtemp(prefix="starts-")) / f"restarts{index}.npz")})
         Path(spec.states).parent.mkdir(parents=True, exist_ok=True)
-        found = find_starts(spec.find, spec.states, self.config.env_kwargs, found_seed(self.config.seed, index),
-                            available_cores(), RunPolicy(self.model), index, t)  # fmt: skip
+        owners: Any = spec.states if spec.find.policy == "greedy" else [Owner(RunPolicy(self.model), spec.states)]
+        (found,) = find_starts(spec.find, owners, self.config.env_kwargs, found_seed(self.config.seed, index),
+                               available_cores(), index, t)  # fmt: skip
         print(f"restarts: {found.line()}", flush=True)
         return spec
 

@@ -109,9 +109,29 @@ def record_states(
 
     :raises ConfigError: when it wins no game (unless ``empty_ok``: the file then holds none)
     """
+    seeds = seeds or [seed_base + k for k in range(games)]
+    return _record_plays(predict, [(out, seeds)], env_kwargs, every, threads, empty_ok)[0]
+
+
+def _groups(blocks: list[tuple[str | Path, list[int]]]) -> np.ndarray:
+    """Each game's group (its block) when the blocks' games are played one after another in one core."""
+    return np.repeat(np.arange(len(blocks)), [len(seeds) for _, seeds in blocks])
+
+
+def _record_plays(
+    predict: Any,
+    blocks: list[tuple[str | Path, list[int]]],
+    env_kwargs: dict[str, Any],
+    every: int,
+    threads: int,
+    empty_ok: bool,
+) -> list[int]:
+    """:func:`record_states` of several blocks ``(out, seeds)`` played together in one core; with more than one,
+    ``predict(obs, groups)`` gets each row's block. The states written to each block's file."""
     from mission_gym.envs import MissionVecEnv
 
-    seeds = seeds or [seed_base + k for k in range(games)]
+    seeds = [s for _, block in blocks for s in block]
+    groups = _groups(blocks)
     env = MissionVecEnv(len(seeds), threads=threads, **env_kwargs)
     env.seed_envs(seeds)
     obs: Any = env.reset()
@@ -121,12 +141,12 @@ def record_states(
     while not ended.all():
         if t % every == 0:
             taken.visit(t, np.flatnonzero(~ended))
-        obs, _, dones, infos = env.step(predict(obs))
+        obs, _, dones, infos = env.step(predict(obs) if len(blocks) == 1 else predict(obs, groups))
         t += 1
         done = np.flatnonzero(dones)  # the env starts another game there at once, which is not recorded
         taken.ends(done, t, [infos[i].get("outcome") == "captured" for i in done])
         ended[done] = True
-    return taken.write(out, empty_ok)
+    return [taken.write(out, empty_ok, np.flatnonzero(groups == g)) for g, (out, _) in enumerate(blocks)]
 
 
 def record_lookahead_states(
@@ -147,17 +167,35 @@ def record_lookahead_states(
 
     :raises ConfigError: when it wins no game (unless ``empty_ok``: the file then holds none)
     """
+    return _record_lookahead(propose, [(out, seeds)], env_kwargs, budget, threads, every, seed, empty_ok)[0]
+
+
+def _record_lookahead(
+    propose: Any,
+    blocks: list[tuple[str | Path, list[int]]],
+    env_kwargs: dict[str, Any],
+    budget: Any,
+    threads: int,
+    every: int | None,
+    seed: int,
+    empty_ok: bool,
+) -> list[int]:
+    """:func:`record_lookahead_states` of several blocks ``(out, seeds)`` played together in one core, one lookahead;
+    with more than one, ``propose(obs, groups)`` gets each row's block. The states written to each block's file."""
     from mission_gym.agents.lookahead import Lookahead
     from mission_gym.envs import MissionVecEnv
 
+    seeds = [s for _, block in blocks for s in block]
+    groups = _groups(blocks) if len(blocks) > 1 else None
     env = MissionVecEnv(len(seeds), threads=threads, **env_kwargs)
     env.seed_envs(seeds)
     env.reset()
     taken = _Taken(env.core)
-    Lookahead(propose, budget, threads, seed).play(env.core, taken.visit, every)
+    Lookahead(propose, budget, threads, seed, groups).play(env.core, taken.visit, every)
     core = env.core  # every game has ended, where it stands: its length is its step counter
     taken.ends(np.arange(core.n_envs), core.ev[:, L.E_STEP].astype(int), core.ev[:, L.E_OUTCOME] == L.O_CAPTURED)
-    return taken.write(out, empty_ok)
+    owner = groups if groups is not None else np.zeros(len(seeds), dtype=int)
+    return [taken.write(out, empty_ok, np.flatnonzero(owner == g)) for g, (out, _) in enumerate(blocks)]
 
 
 class _Taken:
@@ -181,12 +219,16 @@ class _Taken:
             if self.length[i] == 0:
                 self.length[i], self.won[i] = np.broadcast_to(t, games.shape)[k], won[k]
 
-    def write(self, out: str | Path, empty_ok: bool = False) -> int:
-        """Write the won games' states with their steps to the end and the scenario they were played on; the states
-        written (none, with ``empty_ok``, when no game was won: the restarts then start nothing from it)."""
-        rows = [(i, self.length[i] - step, state) for i in np.flatnonzero(self.won) for step, state in self.states[i]]
+    def write(self, out: str | Path, empty_ok: bool = False, games: np.ndarray | None = None) -> int:
+        """Write the won games' states (of ``games``, default all; numbered from 0 in their order) with their steps to
+        the end and the scenario they were played on; the states written (none, with ``empty_ok``, when no game was
+        won: the restarts then start nothing from it)."""
+        games = np.arange(self.core.n_envs) if games is None else games
+        rows = [
+            (k, self.length[i] - step, state) for k, i in enumerate(games) if self.won[i] for step, state in self.states[i]
+        ]
         if not rows and not empty_ok:
-            raise ConfigError(f"restarts: the policy won none of {self.core.n_envs} games; it has no states to restart from")
+            raise ConfigError(f"restarts: the policy won none of {len(games)} games; it has no states to restart from")
         core = self.core
         arrays: dict[str, Any] = {
             name: np.stack([state[name] for _, _, state in rows]) if rows else getattr(core, name)[:0].copy()
@@ -324,45 +366,83 @@ def worst_situation(predict: Any, env_kwargs: dict[str, Any], threads: int = 1) 
     return key, rate
 
 
+@dataclass
+class Owner:
+    """A policy whose starts a recording finds: it acts on raw observations (``predict(obs, deterministic)``), its
+    won games go to ``out``, and ``whose`` names it in the log (e.g. ``m3's policy at 2,752,896 steps``)."""
+
+    policy: Any
+    out: str | Path
+    whose: str = "the run's policy"
+
+
+class _Grouped:
+    """Several policies as one: each row of a batch acted on by its group's (a block of games of one core)."""
+
+    def __init__(self, policies: list[Any]) -> None:
+        self.policies = policies
+
+    def predict(self, obs: np.ndarray, deterministic: bool, groups: np.ndarray) -> np.ndarray:
+        out: np.ndarray | None = None
+        for g in np.unique(groups):
+            rows = np.flatnonzero(groups == g)
+            actions = self.policies[g].predict(obs[rows], deterministic)
+            if out is None:
+                out = np.zeros((obs.shape[0], *actions.shape[1:]), dtype=actions.dtype)
+            out[rows] = actions
+        assert out is not None
+        return out
+
+
 def find_starts(
     find: Any,
-    out: str | Path,
+    owners: list[Owner] | str | Path,
     env_kwargs: dict[str, Any],
     seed: int,
     threads: int = 1,
-    policy: Any = None,
     block: int = 0,
     step: int = 0,
-    whose: str = "the run's policy",
-) -> Found:
-    """Record the starts ``find`` (a :class:`~mission_gym.settings.schema.FindStarts`) asks for into ``out``: the won
-    games of ``games`` record games played by the lookahead over the policy's sampled plays (or by its own play),
-    only the worst situation's with ``situation: worst``. ``policy``: the run's policy for ``policy: best``, an object
-    with ``predict(obs, deterministic)`` on raw observations. Seeded by ``seed`` alone, so a recording made again
-    writes the same states. A recording that wins no game writes a file of none (the block then restarts nothing).
+) -> list[Found]:
+    """Record the starts ``find`` (a :class:`~mission_gym.settings.schema.FindStarts`) asks for: for each owner, the
+    won games of ``games`` record games (of the situation its own play loses most, with ``situation: worst``) played
+    by the lookahead over its sampled plays (or by its own play), into its file; every owner's games in one core and
+    one lookahead. With ``policy: greedy``, ``owners`` is the one file the greedy fleet's games go to. Seeded by
+    ``seed`` alone, so a recording made again writes the same states. A recording that wins no game writes a file of
+    none (the block then restarts nothing). What each owner's recording did.
     """
     import torch
 
     from mission_gym.envs import MissionVecEnv
 
     t0 = time.perf_counter()
-    torch.manual_seed(seed)  # the policy's sampled plays
-    if find.policy == "greedy":
-        policy = GreedyProposal(MissionVecEnv(1, **env_kwargs).core.config, find.noise, seed)
-    elif policy is None:
-        raise ValueError("find_starts: policy best needs the run's policy")
-    worst = None
-    if find.situation == "worst":
-        worst = worst_situation(lambda o: policy.predict(o, deterministic=True), env_kwargs, threads)
-    seeds = record_seeds(find.games, env_kwargs, worst[0] if worst else None)
-    if find.lookahead is not None:
-        propose = lambda o: policy.predict(o, deterministic=False)  # noqa: E731
-        saved = record_lookahead_states(propose, out, env_kwargs, seeds, find.lookahead, threads, find.every, seed, True)
+    torch.manual_seed(seed)  # the policies' sampled plays
+    if not isinstance(owners, list):
+        greedy = GreedyProposal(MissionVecEnv(1, **env_kwargs).core.config, find.noise, seed)
+        owners = [Owner(greedy, owners)]
+    worst = [
+        worst_situation(lambda o, p=o.policy: p.predict(o, deterministic=True), env_kwargs, threads)
+        if find.situation == "worst"
+        else None
+        for o in owners
+    ]
+    blocks = [(o.out, record_seeds(find.games, env_kwargs, w[0] if w else None)) for o, w in zip(owners, worst)]
+    both = _Grouped([o.policy for o in owners])
+    if len(owners) == 1:
+        one = owners[0].policy
+        deterministic: Any = lambda o: one.predict(o, deterministic=True)  # noqa: E731
+        sampled: Any = lambda o: one.predict(o, deterministic=False)  # noqa: E731
     else:
-        saved = record_states(lambda o: policy.predict(o, deterministic=True), out, env_kwargs, len(seeds), find.every,
-                              seeds=seeds, threads=threads, empty_ok=True)  # fmt: skip
-    with np.load(out) as data:
-        won = len(set(data["game"].tolist()))
-    situation = f"{worst[0]}, won {100 * worst[1]:.0f}% by its own play" if worst else None
-    how = find.describe(whose)
-    return Found(block, step, how, len(seeds), won, saved, time.perf_counter() - t0, threads, situation)
+        deterministic = lambda o, g: both.predict(o, True, g)  # noqa: E731
+        sampled = lambda o, g: both.predict(o, False, g)  # noqa: E731
+    if find.lookahead is not None:
+        saved = _record_lookahead(sampled, blocks, env_kwargs, find.lookahead, threads, find.every, seed, True)
+    else:
+        saved = _record_plays(deterministic, blocks, env_kwargs, find.every, threads, True)
+    seconds = time.perf_counter() - t0
+    found = []
+    for o, w, n, (out, seeds) in zip(owners, worst, saved, blocks):
+        with np.load(out) as data:
+            won = len(set(data["game"].tolist()))
+        situation = f"{w[0]}, won {100 * w[1]:.0f}% by its own play" if w else None
+        found.append(Found(block, step, find.describe(o.whose), len(seeds), won, n, seconds, threads, situation))
+    return found

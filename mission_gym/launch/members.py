@@ -14,7 +14,7 @@ from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml
 from mission_gym.rundir.directory import RunDir, saved_with
 from mission_gym.rundir.files import atomic_copy, atomic_write_text, read_json, write_json
 from mission_gym.rundir.lock import LOCK_FILE
-from mission_gym.settings.schema import Population, TrainConfig
+from mission_gym.settings.schema import Population, TrainConfig, place_own_starts
 from mission_gym.settings.variants import apply_variant
 from mission_gym.training.trainer import Trainer
 
@@ -60,8 +60,9 @@ def clone_member(members_dir: Path, best: str, name: str, seed: int, step: int) 
             shutil.rmtree(leftover)
     # not the source's lock, nor a file a killed writer left half-written
     shutil.copytree(members_dir / best, tmp, ignore=shutil.ignore_patterns(LOCK_FILE, ".*.tmp*"))
-    recipe = read_yaml(members_dir / f"{best}.yaml")  # the source's own (its variant's) configuration
-    saved = read_yaml(tmp / "config.yaml")  # the source's finalised configuration, but the seed
+    starts = members_dir.parent / "starts"  # the run's: the clone's own blocks get states of its own
+    recipe = place_own_starts(read_yaml(members_dir / f"{best}.yaml"), starts, name)  # the source's (variant's) own
+    saved = place_own_starts(read_yaml(tmp / "config.yaml"), starts, name)  # the source's finalised one, but the seed
     atomic_write_text(tmp / "config.yaml", dump_yaml({**saved, "seed": seed}))
     clone_of = {"member": best, "step": step}
     lineage = read_json(tmp / "lineage.json")

@@ -64,7 +64,7 @@ from mission_gym.rundir.directory import (
 from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.rundir.files import atomic_write_text, now, read_json, remove_stale_temps, write_json
 from mission_gym.rundir.lock import RunLock, lock_run
-from mission_gym.settings.schema import TrainConfig
+from mission_gym.settings.schema import TrainConfig, place_own_starts
 from mission_gym.training.trainer import EXIT_SIGNAL, Trainer
 
 MEMBERS = "members"
@@ -177,7 +177,8 @@ class PopulationRun:
         seeds = member_seeds(config.seed, config.population.size)
         variants = config.population.variants
         recipes = [check_variant(config, v, i, memory_check) for i, v in enumerate(variants)] if variants else [config]
-        configs = [member_config(recipes[k % len(recipes)], s) for k, s in enumerate(seeds)]
+        starts = run.path / "starts"
+        configs = [member_config(recipes[k % len(recipes)], s).with_starts_in(starts, f"m{k}") for k, s in enumerate(seeds)]
 
         run.create()
         options["lock"] = lock_run(run.path, command)
@@ -271,8 +272,9 @@ class PopulationRun:
             drawn = [m["name"] for m in self.state["members"] if m.get("drawn_at") == step]
             active = active + [m for m in drawn if m not in active]
             begin = self.config.population.cuts[i - 1].at if i else 0
-            if due_blocks(self.config, begin):  # the starts of the restarts that begin here, found once
-                find_stage_starts(self.config, begin, self.members_dir, done_cuts[i - 1]["best"] if i else None, self.state)
+            if due_blocks(self.config, begin, active, self.run.path / "starts"):  # the starts of the restarts from here
+                best = done_cuts[i - 1]["best"] if i else None
+                find_stage_starts(self.config, begin, self.run.path, active, best, self.state)
                 write_json(self.run / STATE, self.state)
                 self.progress.restart_window()
             what = "the end" if final else f"step {step:,} ({100 * step / self.config.timesteps:.0f}%)"
@@ -380,7 +382,8 @@ class PopulationRun:
                     shutil.rmtree(leftover)
             recipe = read_yaml(self.members_dir / f"m{k % n_recipes}.yaml")  # that recipe's member configuration
             extra = {"restarts": drawn_restarts(restarts, recipe.get("restarts"), step)} if restarts else {}
-            atomic_write_text(self.members_dir / f"{name}.yaml", dump_yaml({**recipe, "seed": seed, **extra}))
+            mine = place_own_starts({**recipe, "seed": seed, **extra}, self.run.path / "starts", name)
+            atomic_write_text(self.members_dir / f"{name}.yaml", dump_yaml(mine))
             members.append({"name": name, "seed": seed, "drawn_at": step})
             names.append(name)
         write_json(self.run / STATE, self.state)

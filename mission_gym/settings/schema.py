@@ -175,7 +175,7 @@ class LookaheadBudget(_Strict):
 
 
 #: the policies a run can find its starts with (:class:`FindStarts`)
-FIND_POLICIES = ("greedy", "best")
+FIND_POLICIES = ("greedy", "best", "own")
 
 
 class FindStarts(_Strict):
@@ -184,9 +184,10 @@ class FindStarts(_Strict):
     or evaluation plays) by the lookahead over ``policy``'s sampled plays, or by its own play with ``lookahead:
     null``, and keeps the states of the games won, once, in its directory (``starts/``)."""
 
-    policy: Literal["greedy", "best"] = Field(
+    policy: Literal["greedy", "best", "own"] = Field(
         description="greedy: the scripted greedy fleet (Mission Gym's baseline), sampled with `noise`; best: the run's "
-        "policy at the block's start, sampled (a population's best scored member at the cut there)"
+        "policy at the block's start, sampled (a population's best scored member at the cut there); own: each "
+        "member's own policy at the cut, `games` each, all in one lookahead (a single run: its policy, as best)"
     )
     lookahead: LookaheadBudget | None = Field(
         default_factory=LookaheadBudget, description="the lookahead's budget; null: the policy's own deterministic play"
@@ -237,8 +238,10 @@ class Restarts(_Strict):
             raise ValueError("restarts: give each block its states (a file) or find (how the run finds them)")
         if self.start >= self.until:
             raise ValueError(f"restarts from {self.label}: start {self.start:,} must come before until {self.until:,}")
-        if self.find is not None and self.find.policy == "best" and self.start == 0:
-            raise ValueError("restarts: find with policy best needs a start after 0 (the run has no policy before then)")
+        if self.find is not None and self.find.policy != "greedy" and self.start == 0:
+            raise ValueError(
+                f"restarts: find with policy {self.find.policy} needs a start after 0 (the run has no policy before then)"
+            )
         return self
 
 
@@ -500,6 +503,8 @@ class TrainConfig(_Strict):
             # a population finds its starts between its stages (its best member's policy at a cut)
             steps = [0, *(c.at for c in self.population.cuts)]
             for block in blocks:
+                if block.find is not None and block.find.policy == "own" and block.start == 0:
+                    raise ValueError("restarts: find with policy own in a population starts at a cut (members have a policy)")
                 if block.find is not None and block.start not in steps:
                     raise ValueError(
                         f"restarts: a population finds its starts at its start or at a cut; find ({block.find.policy}) "
@@ -517,19 +522,21 @@ class TrainConfig(_Strict):
             raise ValueError(problem)
         return self
 
-    def with_starts_in(self, directory: Path) -> TrainConfig:
+    def with_starts_in(self, directory: Path, member: str | None = None) -> TrainConfig:
         """This configuration with each ``restarts`` block that finds its own states writing them in ``directory``
-        (``restarts<i>.npz``, an absolute path: a population's members read their run's); a block that names its
-        file already keeps it."""
-        if not any(b.find is not None and not b.states for b in self.restarts or []):
-            return self
-        blocks = [
-            b.model_copy(update={"states": str(directory.resolve() / f"restarts{i}.npz")})
-            if b.find is not None and not b.states
-            else b
-            for i, b in enumerate(self.restarts or [])
-        ]
-        return self.model_copy(update={"restarts": blocks})
+        (``restarts<i>.npz``; an absolute path, as a population's members read their run's); a block that names its
+        file already keeps it. A block of each member's own (``policy: own``) is ``restarts<i>-<member>.npz`` for a
+        ``member`` (placed again for a member drawn or cloned from another's recipe), unplaced in a population's own
+        configuration, ``restarts<i>.npz`` in a single run's."""
+        blocks = []
+        for i, b in enumerate(self.restarts or []):
+            own = b.find is not None and b.find.policy == "own"
+            if own and member is not None:
+                b = b.model_copy(update={"states": own_starts_path(directory, i, member)})
+            elif b.find is not None and not b.states and not (own and self.population.size > 1):
+                b = b.model_copy(update={"states": str(directory.resolve() / f"restarts{i}.npz")})
+            blocks.append(b)
+        return self.model_copy(update={"restarts": blocks}) if blocks != list(self.restarts or []) else self
 
     def without_found_starts(self) -> TrainConfig:
         """This configuration without the ``restarts`` blocks that find their own states: what a benchmark of its
@@ -558,6 +565,24 @@ class TrainConfig(_Strict):
     def fraction(self, step: int) -> float:
         """A schedule position as a fraction of the run (what SB3's progress is measured in)."""
         return step / self.timesteps
+
+
+def own_starts_path(directory: Path, block: int, member: str) -> str:
+    """Where a population's ``member`` keeps the states of its own ``restarts[block]`` (``policy: own``)."""
+    return str(directory.resolve() / f"restarts{block}-{member}.npz")
+
+
+def place_own_starts(data: dict[str, Any], directory: Path, member: str) -> dict[str, Any]:
+    """A member's configuration (a mapping, as its file holds it) with its own blocks' states placed for ``member``
+    (a member drawn or cloned from another's configuration)."""
+    blocks = _blocks(data.get("restarts"))
+    if not any((b.get("find") or {}).get("policy") == "own" for b in blocks):
+        return data
+    placed = [
+        {**b, "states": own_starts_path(directory, i, member)} if (b.get("find") or {}).get("policy") == "own" else b
+        for i, b in enumerate(blocks)
+    ]
+    return {**data, "restarts": placed}
 
 
 def _blocks(value: Any) -> list[Any]:
