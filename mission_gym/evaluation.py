@@ -95,6 +95,8 @@ class EvalResult:
     won: list[int] = field(default_factory=list)
     #: each episode's defenders' modes, sorted and joined by "+" (Mission Gym)
     situations: list[str] = field(default_factory=list)
+    #: the scenario's name (Mission Gym; ``evaluate --env-kwargs`` may play another than a run's)
+    scenario: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -192,3 +192,31 @@ def test_bad_ceiling_flags_are_one_line_and_exit_2(args: list[str], message: str
     proc = subprocess.run([*EVALUATE, "some-run", *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr
     assert len([line for line in proc.stderr.splitlines() if line.startswith("error")]) == 1
+
+
+def test_a_scripted_baseline_plays_the_scenario_env_kwargs_name(tmp_path: Path) -> None:
+    """``evaluate --policy greedy --env-kwargs scenario=FILE`` plays that scenario's held-out games (the games
+    ``evaluate_mission`` plays with the greedy fleet of that scenario), not the default game."""
+    scenario = Path(__file__).resolve().parent.parent / "docs" / "scenarios" / "two_drones.yaml"
+    args = ["--policy", "greedy", "--episodes", "40", "--env-kwargs", f"scenario={scenario}"]
+    got = _evaluate(args, tmp_path)
+    kwargs = {"scenario": str(scenario)}
+    greedy = GreedyPolicy(MissionVecEnv(1, **kwargs).core.config)
+    want = evaluate_mission(greedy, 40, held_out_seeds(40), "greedy", kwargs)
+    assert got["scenario"] == "two_drones" and got["won"] == want.won and got["returns"] == pytest.approx(want.returns)
+    default = _evaluate(["--policy", "greedy", "--episodes", "40"], tmp_path)
+    assert default["scenario"] == "default" and default["returns"] != got["returns"]
+
+
+def test_a_model_plays_another_scenario_of_its_counts_and_refuses_one_of_others(model: Path, tmp_path: Path) -> None:
+    """A model evaluated with ``--env-kwargs`` plays that game over its run's own settings when its unit counts are
+    the model's (how an agent carries over to a moved map), and is refused in one line when they are not."""
+    moved = tmp_path / "moved.yaml"
+    moved.write_text("name: moved\nobjective: {x: 60.0, y: 150.0, radius: 15.0}\n")
+    got = _evaluate([str(model), "--episodes", "8", "--env-kwargs", f"scenario={moved}"], tmp_path)
+    assert got["scenario"] == "moved" and got["episodes"] == 8
+    drones = Path(__file__).resolve().parent.parent / "docs" / "scenarios" / "two_drones.yaml"
+    proc = subprocess.run([*EVALUATE, str(model), "--env-kwargs", f"scenario={drones}"], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "a model plays only scenarios with its unit counts" in proc.stderr

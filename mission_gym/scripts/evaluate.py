@@ -92,7 +92,8 @@ def build_parser() -> CliParser:
 
 def format_result(r: EvalResult) -> str:
     """A short human-readable report."""
-    lines = [f"{r.policy} on {r.env_id}: {r.episodes} held-out episodes (seeds {r.seeds[0]}..{r.seeds[-1]})"]
+    game = f" (scenario {r.scenario!r})" if r.scenario else ""
+    lines = [f"{r.policy} on {r.env_id}{game}: {r.episodes} held-out episodes (seeds {r.seeds[0]}..{r.seeds[-1]})"]
     if r.win_rate is not None and r.win_ci95 is not None:
         lo, hi = r.win_ci95
         lines.append(f"  win rate     {100 * r.win_rate:5.1f}%   (95% Wilson interval {100 * lo:.1f}–{100 * hi:.1f}%)")
@@ -180,7 +181,7 @@ def _baseline(args: Any) -> int:
     config = make_config(None, game.pop("config_dir", None), game.pop("scenario", None), game)
     seeds = _seeds(args, args.game)
     policy = make_policy(args.policy, config, seed=0)
-    return _report(args, evaluate_mission(policy, len(seeds), seeds, args.policy, args.game), None)
+    return _report(args, evaluate_mission(policy, len(seeds), seeds, args.policy, args.game), None, args.game)
 
 
 @command_main
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         sampled = evaluate_mission_blocks(lambda o: agent.predict(o, deterministic=False), len(seeds), args.best_of,
                                           seeds, name, agent.env_kwargs, threads)  # fmt: skip
         extra = best_of(det, sampled)
-    return _report(args, result, extra)
+    return _report(args, result, extra, agent.env_kwargs)
 
 
 def _seeds(args: Any, env_kwargs: dict[str, Any]) -> list[int]:
@@ -271,7 +272,12 @@ def _lookahead(agent: Any, seeds: list[int], budget: str, threads: int, name: st
     return summarize(f"lookahead over {name}", seeds, returns, games, modes)
 
 
-def _report(args: Any, result: EvalResult, extra: BestOf | None) -> int:
+def _report(args: Any, result: EvalResult, extra: BestOf | None, game: dict[str, Any] | None = None) -> int:
+    """Print (or write as JSON) the result; ``game``: the Mission Gym env's arguments it was played with."""
+    if game is not None:
+        from mission_gym.envs import MissionVecEnv
+
+        result.scenario = MissionVecEnv(1, **game).core.config.scenario.name
     out = result.to_dict()
     if extra is not None:
         out["best_of"] = extra.to_dict()
