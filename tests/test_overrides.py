@@ -62,7 +62,8 @@ def test_override_that_a_variant_replaces_is_noted() -> None:
     assert shadowed_overrides(cpu, {"curriculum[0].value": 4}) == []
     chasers_step = {"curriculum": [{"setting": "engagement.defenders.mode_probs.patrol", "value": 0.9, "until": 1_000_000}]}
     four_cuts = [{"at": 2_000_000, "keep": 2}, {"at": 2_750_000, "keep": 1, "clones": 1}]
-    four = apply_overrides(cpu, {"population.size": 4, "population.cuts": four_cuts})  # a member per variant
+    # a member per variant (the recipe's restarts find their starts at cuts these cuts no longer make)
+    four = apply_overrides(cpu, {"population.size": 4, "population.cuts": four_cuts, "restarts": None})
     lines = shadowed_overrides(apply_overrides(four, chasers_step), chasers_step)
     assert [line.split(" is replaced by ")[1].split(" (")[0] for line in lines] == [
         "population.variants[2]'s own in member 2",

@@ -21,7 +21,7 @@ from mission_gym.envs import MissionVecEnv
 from mission_gym.envs.mission_env import make_config
 from mission_gym.extras.restarts import Restarter, found_seed
 from mission_gym.extras.starts import RESTORED, StartStates, find_starts, record_states, worst_situation
-from mission_gym.settings.schema import FindStarts
+from mission_gym.settings.starts import FindStarts
 
 GAMES = 64
 

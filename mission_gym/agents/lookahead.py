@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from mission_gym.settings.schema import LookaheadBudget
+from mission_gym.settings.starts import LookaheadBudget
 from mission_gym.sim import layout as L
 from mission_gym.sim.core import STATE_ARRAYS, MissionCore
 

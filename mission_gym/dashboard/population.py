@@ -289,8 +289,8 @@ def starts_table(found: Sequence[Mapping[str, Any]]) -> str:
     )
     return (
         "<h2>Starts the run found</h2><p class='muted'>Won games the run recorded for its restarts to start training "
-        "games from (the backward algorithm): at its start with the lookahead over the scripted greedy fleet, at a cut "
-        "over its best member's policy. Their time is part of the run's wall time.</p><table><tr><th>block</th>"
+        "games from (the backward algorithm), played by the lookahead over the scripted greedy fleet at its start or "
+        "over its members' policies at a cut. Their time is part of the run's wall time.</p><table><tr><th>block</th>"
         "<th>at step</th><th>played by</th><th>won</th><th>states</th><th>time</th></tr>" + rows + "</table>"
     )
 

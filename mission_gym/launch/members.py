@@ -14,7 +14,8 @@ from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml
 from mission_gym.rundir.directory import RunDir, saved_with
 from mission_gym.rundir.files import atomic_copy, atomic_write_text, read_json, write_json
 from mission_gym.rundir.lock import LOCK_FILE
-from mission_gym.settings.schema import Population, TrainConfig, place_own_starts
+from mission_gym.settings.schema import Population, TrainConfig
+from mission_gym.settings.starts import place_own_starts
 from mission_gym.settings.variants import apply_variant
 from mission_gym.training.trainer import Trainer
 

@@ -64,7 +64,8 @@ from mission_gym.rundir.directory import (
 from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.rundir.files import atomic_write_text, now, read_json, remove_stale_temps, write_json
 from mission_gym.rundir.lock import RunLock, lock_run
-from mission_gym.settings.schema import TrainConfig, place_own_starts
+from mission_gym.settings.schema import TrainConfig
+from mission_gym.settings.starts import place_own_starts
 from mission_gym.training.trainer import EXIT_SIGNAL, Trainer
 
 MEMBERS = "members"

@@ -10,7 +10,7 @@ from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.rundir.evaluations import EvalRecord
-from mission_gym.settings.schema import RestartStage
+from mission_gym.settings.starts import RestartStage
 
 
 def restart_block(

@@ -19,7 +19,8 @@ from mission_gym.extras.restarts import found_seed
 from mission_gym.extras.starts import Owner, find_starts
 from mission_gym.hardware import core_ids
 from mission_gym.rundir.directory import RunDir
-from mission_gym.settings.schema import TrainConfig, own_starts_path
+from mission_gym.settings.schema import TrainConfig
+from mission_gym.settings.starts import own_starts_path
 
 #: seconds per game of a recording, per core, before the run has timed one of its own (the lookahead's default
 #: budget on a 2-core Intel Xeon with AVX-512, family 6 model 207: the greedy fleet's 256 games in 35 s; the `cpu`

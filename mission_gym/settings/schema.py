@@ -25,6 +25,7 @@ from pydantic import (
 from mission_gym import ENV_ID
 from mission_gym.config.loader import suggest
 from mission_gym.settings.registry import POLICIES
+from mission_gym.settings.starts import Restarts, RestartStage, blocks_of, own_starts_path
 from mission_gym.vec import VEC_ENV_KINDS
 
 #: activation name in a preset -> ``torch.nn`` class name (the one table of them)
@@ -126,133 +127,6 @@ class DistillStage(_Strict):
     steps: int = Field(gt=0, description="env steps over which the KL's weight falls to 0")
     kl_coef: float = Field(1.0, gt=0)
     min_games: int = Field(8, ge=1, description="scored games of a situation a teacher's win rate needs")
-
-
-class LookaheadBudget(_Strict):
-    """How hard the lookahead looks (:mod:`mission_gym.agents.lookahead`; ``evaluate --lookahead-budget
-    EVERY,CANDIDATES,COPIES,HORIZON``, or a mapping of these in a preset)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    every: int = Field(20, ge=1, description="steps between decisions (a candidate prefix's length)")
-    candidates: int = Field(8, ge=1, description="prefixes tried per decision")
-    copies: int = Field(4, ge=1, description="copies of the game each prefix is played on, each with fresh dice")
-    horizon: int = Field(150, ge=1, description="steps the sampled policy plays on after the prefix")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_text(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return cls.fields_of(value)
-        return value
-
-    @staticmethod
-    def fields_of(text: str) -> dict[str, int]:
-        """``"20,8,4,150"`` → its fields.
-
-        :raises ValueError: naming the bad value and what is valid
-        """
-        try:
-            values = [int(p) for p in text.split(",")]
-        except ValueError:
-            values = []
-        if len(values) != 4 or min(values) < 1:
-            raise ValueError(
-                f"--lookahead-budget {text!r} is not valid; give EVERY,CANDIDATES,COPIES,HORIZON, four integers >= 1"
-            )
-        return dict(zip(("every", "candidates", "copies", "horizon"), values))
-
-    @classmethod
-    def parse(cls, text: str) -> LookaheadBudget:
-        """``"20,8,4,150"`` → the budget.
-
-        :raises ValueError: naming the bad value and what is valid
-        """
-        return cls(**cls.fields_of(text))
-
-    def text(self) -> str:
-        return f"{self.every},{self.candidates},{self.copies},{self.horizon}"
-
-
-#: the policies a run can find its starts with (:class:`FindStarts`)
-FIND_POLICIES = ("greedy", "best", "own")
-
-
-class FindStarts(_Strict):
-    """How a run finds the won games a ``restarts`` block starts from (the explore phase of Go-Explore, Ecoffet et al.
-    2021; :mod:`mission_gym.extras.found`): at the block's ``start`` the run plays ``games`` games (seeds no training
-    or evaluation plays) by the lookahead over ``policy``'s sampled plays, or by its own play with ``lookahead:
-    null``, and keeps the states of the games won, once, in its directory (``starts/``)."""
-
-    policy: Literal["greedy", "best", "own"] = Field(
-        description="greedy: the scripted greedy fleet (Mission Gym's baseline), sampled with `noise`; best: the run's "
-        "policy at the block's start, sampled (a population's best scored member at the cut there); own: each "
-        "member's own policy at the cut, `games` each, all in one lookahead (a single run: its policy, as best)"
-    )
-    lookahead: LookaheadBudget | None = Field(
-        default_factory=LookaheadBudget, description="the lookahead's budget; null: the policy's own deterministic play"
-    )
-    games: int = Field(256, ge=1, description="games played")
-    situation: Literal["all", "worst"] = Field(
-        "all", description="worst: only games of the situation (the defenders' modes) the policy's own play loses most"
-    )
-    noise: float = Field(0.2, ge=0, le=1, description="greedy: the share of its commands drawn at random in a sampled play")
-    every: int = Field(5, ge=1, description="a state kept every this many steps of each won game")
-
-    def describe(self, whose: str = "the run's policy") -> str:
-        """What the recording plays, in a few words (the log and the dashboard); ``whose``: the policy of ``best``,
-        e.g. ``m3's policy at 2,752,896 steps``."""
-        who = f"greedy (noise {self.noise:g})" if self.policy == "greedy" else whose
-        how = f"the lookahead ({self.lookahead.text()}) over {who}" if self.lookahead else f"{who}'s own play"
-        where = " of the situation it loses most" if self.situation == "worst" else ""
-        return f"{how}, {self.games:,} games{where}"
-
-
-class Restarts(_Strict):
-    """Start some training games from states recorded along won games (the backward algorithm of Salimans & Chen 2018;
-    :mod:`mission_gym.extras.restarts`): from env step ``start``, a ``share`` of the games that end start anew from a
-    state ``back`` steps before such a game's end, and the start moves ``step`` steps further back whenever at least
-    ``advance_at`` of the games started that way in a rollout are won, until env step ``until``. The states come from
-    a file (``states``) or the run finds them itself (``find``; ``states`` is then where it writes them). A list of
-    blocks restarts from each in its own span of steps."""
-
-    states: str | None = Field(
-        None, min_length=1, description="a states file (tools/record_states.py); with find, where the run writes its own"
-    )
-    find: FindStarts | None = Field(None, description="the run finds the states itself at the block's start")
-    share: float = Field(0.5, gt=0, le=1)
-    back: int = Field(30, ge=1, description="steps before a won game's end the first restarts start at")
-    step: int = Field(30, ge=1, description="steps the start moves back at each advance")
-    advance_at: float = Field(0.5, gt=0, le=1, description="win rate of restarted games that moves the start back")
-    start: int = Field(0, ge=0, description="env step from which games restart")
-    until: int = Field(gt=0, description="env step after which every game starts afresh")
-
-    @property
-    def label(self) -> str:
-        """The block's source in a message: its file, or what finds its states."""
-        return repr(self.states) if self.find is None else f"find ({self.find.policy})"
-
-    @model_validator(mode="after")
-    def _check_span(self) -> Restarts:
-        if self.states is None and self.find is None:
-            raise ValueError("restarts: give each block its states (a file) or find (how the run finds them)")
-        if self.start >= self.until:
-            raise ValueError(f"restarts from {self.label}: start {self.start:,} must come before until {self.until:,}")
-        if self.find is not None and self.find.policy != "greedy" and self.start == 0:
-            raise ValueError(
-                f"restarts: find with policy {self.find.policy} needs a start after 0 (the run has no policy before then)"
-            )
-        return self
-
-
-class RestartStage(_Strict):
-    """At a cut that draws new members: the best scored member's won games are recorded and the drawn members start
-    a ``share`` of their games from them (:class:`Restarts`) until the cut."""
-
-    share: float = Field(0.5, gt=0, le=1)
-    back: int = Field(30, ge=1)
-    step: int = Field(30, ge=1)
-    advance_at: float = Field(0.5, gt=0, le=1)
 
 
 class PopulationCut(_Strict):
@@ -511,7 +385,7 @@ class TrainConfig(_Strict):
                         f"starts at {block.start:,}, not one of {', '.join(f'{s:,}' for s in steps)}"
                     )
             for i, variant in enumerate(self.population.variants):
-                if any(b.get("find") for b in _blocks(variant.model_dump().get("restarts"))):
+                if any(b.get("find") for b in blocks_of(variant.model_dump().get("restarts"))):
                     raise ValueError(f"population.variants[{i}].restarts: the run's find blocks are the whole population's")
         return self
 
@@ -565,29 +439,6 @@ class TrainConfig(_Strict):
     def fraction(self, step: int) -> float:
         """A schedule position as a fraction of the run (what SB3's progress is measured in)."""
         return step / self.timesteps
-
-
-def own_starts_path(directory: Path, block: int, member: str) -> str:
-    """Where a population's ``member`` keeps the states of its own ``restarts[block]`` (``policy: own``)."""
-    return str(directory.resolve() / f"restarts{block}-{member}.npz")
-
-
-def place_own_starts(data: dict[str, Any], directory: Path, member: str) -> dict[str, Any]:
-    """A member's configuration (a mapping, as its file holds it) with its own blocks' states placed for ``member``
-    (a member drawn or cloned from another's configuration)."""
-    blocks = _blocks(data.get("restarts"))
-    if not any((b.get("find") or {}).get("policy") == "own" for b in blocks):
-        return data
-    placed = [
-        {**b, "states": own_starts_path(directory, i, member)} if (b.get("find") or {}).get("policy") == "own" else b
-        for i, b in enumerate(blocks)
-    ]
-    return {**data, "restarts": placed}
-
-
-def _blocks(value: Any) -> list[Any]:
-    """A ``restarts`` value as a list of blocks (one block may be written as a mapping)."""
-    return [value] if isinstance(value, Mapping) else list(value or [])
 
 
 def check_schedule(phases: Sequence[Phase], curriculum: Sequence[CurriculumStep], where: str) -> None:
