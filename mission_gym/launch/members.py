@@ -75,6 +75,21 @@ def clone_member(members_dir: Path, best: str, name: str, seed: int, step: int) 
         log.write(f"clone of {best} at step {step:,} with seed {seed}\n")
 
 
+def draw_member(members_dir: Path, k: int, seed: int, n_recipes: int, restarts: Any = None) -> str:
+    """Member ``k``, drawn with ``seed`` and recipe ``k % n_recipes`` (as at the start): its recipe file, with its own
+    starts placed for it and, given ``restarts`` (its recipe's ``restarts`` -> the drawn member's), other restarts;
+    its name. What a stopped session left of a member of that name (a clone's) is removed."""
+    name = f"m{k}"
+    for leftover in (members_dir / name, members_dir / f".{name}.partial"):
+        if leftover.exists():  # a clone's, from a session stopped before its cut was recorded
+            shutil.rmtree(leftover)
+    recipe = read_yaml(members_dir / f"m{k % n_recipes}.yaml")  # that recipe's member configuration
+    extra = {"restarts": restarts(recipe.get("restarts"))} if restarts is not None else {}
+    mine = place_own_starts({**recipe, "seed": seed, **extra}, members_dir.parent / "starts", name)
+    atomic_write_text(members_dir / f"{name}.yaml", dump_yaml(mine))
+    return name
+
+
 def grow_envs(members_dir: Path, names: list[str], n_envs: int) -> None:
     """Members ``names`` carry on with ``n_envs`` envs each: written into each one's saved configuration, which its
     resume builds its env from (the checkpoint's model and statistics take the new env as SB3's ``load`` does)."""

@@ -22,7 +22,6 @@ directory's.
 
 from __future__ import annotations
 
-import shutil
 import signal
 import time
 import warnings
@@ -42,6 +41,7 @@ from mission_gym.launch.members import (
     adopt_winner,
     check_variant,
     clone_member,
+    draw_member,
     grow_envs,
     member_config,
     member_seeds,
@@ -65,7 +65,6 @@ from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.rundir.files import atomic_write_text, now, read_json, remove_stale_temps, write_json
 from mission_gym.rundir.lock import RunLock, lock_run
 from mission_gym.settings.schema import TrainConfig
-from mission_gym.settings.starts import place_own_starts
 from mission_gym.training.trainer import EXIT_SIGNAL, Trainer
 
 MEMBERS = "members"
@@ -372,21 +371,13 @@ class PopulationRun:
         """``n`` new members with the next seeds and recipes (member ``k`` takes ``variants[k % len(variants)]``, as
         at the start), to be trained from scratch to the cut at ``step`` (with ``restarts``, starting some games from
         the best's won games); recorded in the state before any trains."""
-        members = self.state["members"]
         n_recipes = len(self.config.population.variants) or 1
+        block = (lambda recipe: drawn_restarts(restarts, recipe, step)) if restarts else None
         names = []
-        for _ in range(n):
-            k = len(members)
-            name, seed = f"m{k}", member_seeds(self.config.seed, k + 1)[k]
-            for leftover in (self.members_dir / name, self.members_dir / f".{name}.partial"):
-                if leftover.exists():  # a clone's, from a session stopped before its cut was recorded
-                    shutil.rmtree(leftover)
-            recipe = read_yaml(self.members_dir / f"m{k % n_recipes}.yaml")  # that recipe's member configuration
-            extra = {"restarts": drawn_restarts(restarts, recipe.get("restarts"), step)} if restarts else {}
-            mine = place_own_starts({**recipe, "seed": seed, **extra}, self.run.path / "starts", name)
-            atomic_write_text(self.members_dir / f"{name}.yaml", dump_yaml(mine))
-            members.append({"name": name, "seed": seed, "drawn_at": step})
-            names.append(name)
+        for k in range(len(self.state["members"]), len(self.state["members"]) + n):
+            seed = member_seeds(self.config.seed, k + 1)[k]
+            names.append(draw_member(self.members_dir, k, seed, n_recipes, block))
+            self.state["members"].append({"name": names[-1], "seed": seed, "drawn_at": step})
         write_json(self.run / STATE, self.state)
         return names
 
@@ -402,13 +393,11 @@ class PopulationRun:
     def _clone(self, best: str, step: int, n: int) -> list[str]:
         """Copy member ``best``, paused at ``step``, ``n`` times as new members with seeds of their own (added to
         the state's ``members``; the caller writes the state); their names."""
-        members = self.state["members"]
         names = []
-        for _ in range(n):
-            k = len(members)
+        for k in range(len(self.state["members"]), len(self.state["members"]) + n):
             name, seed = f"m{k}", member_seeds(self.config.seed, k + 1)[k]
             clone_member(self.members_dir, best, name, seed, step)
-            members.append({"name": name, "seed": seed, "clone_of": best, "step": step})
+            self.state["members"].append({"name": name, "seed": seed, "clone_of": best, "step": step})
             names.append(name)
         return names
 
