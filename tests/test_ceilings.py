@@ -182,7 +182,7 @@ def test_one_situation_and_the_lookahead_from_the_command_line(model: Path, tmp_
     [
         (["--defenders", "guard_objective+gard"], "'gard' is not a defender mode; valid: patrol, guard_objective, intercept"),
         (["--defenders", "patrol"], "names 1 defenders; this game has 2"),
-        (["--policy", "lookahead", "--lookahead-budget", "20,8"], "--lookahead-budget '20,8' is not valid"),
+        (["--policy", "lookahead", "--lookahead-budget", "20,8"], "lookahead budget '20,8' is not valid"),
         (["--env-kwargs", "scenario=no/such.yaml"], "--env-kwargs:"),
         (["--env-kwargs", "reward.win_bonus"], "--env-kwargs: expected key=value"),
         (["--best-of", "0"], "--best-of must be >= 1 (got 0)"),

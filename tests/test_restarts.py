@@ -296,3 +296,22 @@ def test_a_population_finds_its_own_starts_once_and_a_kill_while_it_records_resu
         with open(run / "members" / member / "progress.csv", newline="") as f:
             assert any(r.get("restarts/back") for r in csv.DictReader(f))
     assert "Starts the run found" in (run / "dashboard.html").read_text()
+
+
+@pytest.mark.parametrize(
+    "restarts, message",
+    [
+        ("{find: {policy: best}, until: 1000}", "find with policy best needs a start after 0"),
+        ("{share: 0.5, until: 1000}", "give each block its states (a file) or find"),
+        ("{find: {policy: greedy, lookahead: '20,8'}, until: 1000}", "lookahead budget '20,8' is not valid"),
+        ("{find: {policy: greedy, situation: hardest}, until: 1000}", "situation"),
+        ("{find: {policy: best}, start: 1500, until: 2000}", "a population finds its starts at its start or at a cut"),
+    ],
+)
+def test_bad_found_starts_are_one_line_and_exit_2(tmp_path: Path, restarts: str, message: str) -> None:
+    preset = tmp_path / "p.yaml"
+    preset.write_text(f"base: quick\npopulation: {{size: 2, cuts: [{{at: 1024, keep: 1}}]}}\nrestarts: {restarts}\n")
+    proc = subprocess.run([*TRAIN, "--preset", str(preset), "--run-name", "r"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "runs").exists()

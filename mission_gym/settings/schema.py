@@ -25,7 +25,7 @@ from pydantic import (
 from mission_gym import ENV_ID
 from mission_gym.config.loader import suggest
 from mission_gym.settings.registry import POLICIES
-from mission_gym.settings.starts import Restarts, RestartStage, blocks_of, own_starts_path
+from mission_gym.settings.starts import Restarts, RestartStage, own_starts_path, restarts_problem
 from mission_gym.vec import VEC_ENV_KINDS
 
 #: activation name in a preset -> ``torch.nn`` class name (the one table of them)
@@ -366,27 +366,11 @@ class TrainConfig(_Strict):
 
     @model_validator(mode="after")
     def _check_restart_spans(self) -> TrainConfig:
-        blocks = self.restarts or []
-        for before, after in zip(blocks, blocks[1:]):
-            if after.start < before.until:
-                raise ValueError(
-                    f"restarts: each block's span follows the one before it; {after.label} starts at {after.start:,}, "
-                    f"before {before.label} ends at {before.until:,}"
-                )
-        if self.population.size > 1:
-            # a population finds its starts between its stages (its best member's policy at a cut)
-            steps = [0, *(c.at for c in self.population.cuts)]
-            for block in blocks:
-                if block.find is not None and block.find.policy == "own" and block.start == 0:
-                    raise ValueError("restarts: find with policy own in a population starts at a cut (members have a policy)")
-                if block.find is not None and block.start not in steps:
-                    raise ValueError(
-                        f"restarts: a population finds its starts at its start or at a cut; find ({block.find.policy}) "
-                        f"starts at {block.start:,}, not one of {', '.join(f'{s:,}' for s in steps)}"
-                    )
-            for i, variant in enumerate(self.population.variants):
-                if any(b.get("find") for b in blocks_of(variant.model_dump().get("restarts"))):
-                    raise ValueError(f"population.variants[{i}].restarts: the run's find blocks are the whole population's")
+        pop = self.population
+        stages = [0, *(c.at for c in pop.cuts)] if pop.size > 1 else None
+        problem = restarts_problem(self.restarts or [], stages, [v.model_dump().get("restarts") for v in pop.variants])
+        if problem:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

@@ -44,7 +44,7 @@ class LookaheadBudget(_Strict):
             values = []
         if len(values) != 4 or min(values) < 1:
             raise ValueError(
-                f"--lookahead-budget {text!r} is not valid; give EVERY,CANDIDATES,COPIES,HORIZON, four integers >= 1"
+                f"lookahead budget {text!r} is not valid; give EVERY,CANDIDATES,COPIES,HORIZON, four integers >= 1"
             )
         return dict(zip(("every", "candidates", "copies", "horizon"), values))
 
@@ -140,6 +140,30 @@ class RestartStage(_Strict):
     back: int = Field(30, ge=1)
     step: int = Field(30, ge=1)
     advance_at: float = Field(0.5, gt=0, le=1)
+
+
+def restarts_problem(blocks: list[Restarts], stages: list[int] | None, variants: list[Any]) -> str | None:
+    """Why ``restarts`` blocks do not fit together, or None: each block's span follows the one before it; in a
+    population (``stages``: its start and its cuts' steps) a block finds its starts where a stage begins, and only
+    the run's blocks do (``variants``: each variant's own ``restarts``)."""
+    for before, after in zip(blocks, blocks[1:]):
+        if after.start < before.until:
+            return (
+                f"restarts: each block's span follows the one before it; {after.label} starts at {after.start:,}, "
+                f"before {before.label} ends at {before.until:,}"
+            )
+    if stages is None:
+        return None
+    for block in blocks:  # a population finds its starts between its stages
+        if block.find is not None and block.start not in stages:
+            return (
+                f"restarts: a population finds its starts at its start or at a cut; find ({block.find.policy}) "
+                f"starts at {block.start:,}, not one of {', '.join(f'{s:,}' for s in stages)}"
+            )
+    for i, variant in enumerate(variants):
+        if any(b.get("find") for b in blocks_of(variant)):
+            return f"population.variants[{i}].restarts: the run's find blocks are the whole population's"
+    return None
 
 
 def own_starts_path(directory: Path, block: int, member: str) -> str:
