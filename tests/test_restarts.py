@@ -216,7 +216,7 @@ MOVED = ("{name: moved, objective: {x: 60.0, y: 150.0, radius: 15.0}, defenders:
 
 @pytest.mark.parametrize("said", [True, False])
 def test_states_of_another_scenario_with_the_same_counts_or_of_none_said_are_refused(
-    tmp_path: Path, states_file: Path, said: bool
+    tmp_path: Path, states_file: Path, said: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The default game's states on a scenario with the default counts (the arrays fit, the games do not), or a file
     that does not say what it was recorded on (as before states files named theirs): one line naming both, exit 2,
@@ -230,14 +230,13 @@ def test_states_of_another_scenario_with_the_same_counts_or_of_none_said_are_ref
     scenario = f"env_kwargs: {{scenario: {MOVED}}}\n" if said else ""
     preset = tmp_path / "p.yaml"
     preset.write_text(f"base: quick\ntimesteps: 2048\n{scenario}restarts: {{states: {states}, until: 1000}}\n")
-    proc = subprocess.run([*TRAIN, "--preset", str(preset), "--run-name", "r"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
+    code, err = train_here(["--preset", str(preset), "--run-name", "r"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and err.count("\n") == 1, err
     if said:
-        assert "recorded on scenario 'default'" in proc.stderr and "this run's 'moved'" in proc.stderr
+        assert "recorded on scenario 'default'" in err and "this run's 'moved'" in err
     else:
-        assert "does not say which scenario it was recorded on (this run plays 'default'" in proc.stderr
-    assert "restarts: null" in proc.stderr and not (tmp_path / "runs").exists()  # refused before anything is made
+        assert "does not say which scenario it was recorded on (this run plays 'default'" in err
+    assert "restarts: null" in err and not (tmp_path / "runs").exists()  # refused before anything is made
 
 
 def test_the_situation_a_policy_loses_most_is_found_on_its_own_games() -> None:
@@ -266,9 +265,9 @@ def test_a_population_finds_its_own_starts_once_and_a_kill_while_it_records_resu
     preset.write_text(
         "base: quick\ntimesteps: 2048\nn_envs: 16\npopulation: {size: 2, cuts: [{at: 1024, keep: 1}], episodes: 4}\n"
         "restarts:\n"
-        "  - {find: {policy: greedy, games: 96, lookahead: '10,6,4,60'}, share: 1.0, back: 10, step: 10, "
+        "  - {find: {policy: greedy, games: 48, lookahead: '10,4,2,40'}, share: 1.0, back: 10, step: 10, "
         "advance_at: 0.01, until: 1024}\n"
-        "  - {find: {policy: best, games: 8, lookahead: '5,3,2,20'}, share: 0.5, start: 1024, until: 2048}\n"
+        "  - {find: {policy: best, games: 4, lookahead: '5,2,2,10'}, share: 0.5, start: 1024, until: 2048}\n"
     )
     run = tmp_path / "runs" / "p"
     proc = subprocess.Popen([*TRAIN, "--preset", str(preset), "--run-name", "p"], cwd=tmp_path, stdout=subprocess.PIPE,
@@ -288,8 +287,8 @@ def test_a_population_finds_its_own_starts_once_and_a_kill_while_it_records_resu
     found = json.loads((run / "population.json").read_text())["starts"]
     assert [(f["block"], f["step"]) for f in found] == [(0, 0), (1, 1024)] and found[0]["won"] > 0
     once = tmp_path / "once.npz"
-    find = FindStarts(policy="greedy", games=96, lookahead="10,6,4,60")
-    find_starts(find, once, {}, found_seed(0, 0), threads=1)
+    find = FindStarts(policy="greedy", games=48, lookahead="10,4,2,40")
+    find_starts(find, once, {}, found_seed(0, 0), threads=2)  # the same games to the bit on any number of threads
     with np.load(run / "starts" / "restarts0.npz") as got, np.load(once) as want:
         assert got.files == want.files and all(np.array_equal(got[k], want[k]) for k in want.files)
     for member in ("m0", "m1"):  # each restarted from the run's own states (the hook was on: its start is logged)
@@ -308,10 +307,23 @@ def test_a_population_finds_its_own_starts_once_and_a_kill_while_it_records_resu
         ("{find: {policy: best}, start: 1500, until: 2000}", "a population finds its starts at its start or at a cut"),
     ],
 )
-def test_bad_found_starts_are_one_line_and_exit_2(tmp_path: Path, restarts: str, message: str) -> None:
+def test_bad_found_starts_are_one_line_and_exit_2(
+    tmp_path: Path, restarts: str, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     preset = tmp_path / "p.yaml"
     preset.write_text(f"base: quick\npopulation: {{size: 2, cuts: [{{at: 1024, keep: 1}}]}}\nrestarts: {restarts}\n")
-    proc = subprocess.run([*TRAIN, "--preset", str(preset), "--run-name", "r"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    code, err = train_here(["--preset", str(preset), "--run-name", "r"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def train_here(
+    args: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str]:
+    """``train_ppo`` in this process (what a refusal prints and returns needs no process of its own): its exit
+    code and stderr."""
+    from mission_gym.scripts.train_ppo import main
+
+    monkeypatch.chdir(cwd)
+    code = main([*args, "--no-progress"])
+    return code, capsys.readouterr().err
