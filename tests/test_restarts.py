@@ -49,6 +49,28 @@ def test_only_won_games_are_kept_with_their_steps_to_the_end(states_file: Path) 
         assert ends[0] <= 5 and (np.diff(ends) == 5).all()
 
 
+def test_the_start_moves_back_through_every_game_and_a_shorter_one_restarts_from_its_first_state(
+    states_file: Path,
+) -> None:
+    """``back`` steps before each game's end while the game is that long; a game shorter than that starts from its
+    first recorded state, so every won game remains a start however far back the start has moved."""
+    states = StartStates(states_file)
+    with np.load(states_file) as data:
+        games, to_end = data["game"], data["to_end"]
+    lengths = {g: to_end[games == g].max() for g in set(games.tolist())}
+    shortest, longest = min(lengths.values()), max(lengths.values())
+    assert shortest < longest  # won games of several lengths
+    for back in (10, int(shortest) + 10, int(longest)):
+        got = states.near(back, 5)
+        by_game = {int(g): to_end[got][games[got] == g] for g in set(games[got].tolist())}
+        assert set(by_game) == set(lengths)  # every won game
+        for g, ends in by_game.items():
+            if lengths[g] > back - 5:  # long enough: its states in the window
+                assert ((ends <= back) & (ends > back - 5)).all()
+            else:  # shorter: its first state
+                assert list(ends) == [lengths[g]]
+
+
 def test_a_restart_puts_a_recorded_game_in_the_env_in_its_own_random_stream(states_file: Path) -> None:
     states = StartStates(states_file)
     env = MissionVecEnv(4, seed=0)

@@ -263,21 +263,30 @@ class StartStates:
         try:
             with np.load(path) as data:
                 self.arrays = {name: data[name] for name in RESTORED}
-                self.to_end = data["to_end"]
+                self.to_end, games = data["to_end"], data["game"]
                 said = "fingerprint" in data.files
                 self.scenario = str(data["scenario"]) if said else None
                 self.fingerprint = str(data["fingerprint"]) if said else None
         except (OSError, KeyError, ValueError) as exc:
             raise ConfigError(f"restarts.states {str(path)!r} is not a states file (record_states): {exc}") from None
         self.longest = int(self.to_end.max()) if self.to_end.size else 0
+        # each game's first state (the most steps to its end): where a game shorter than the start restarts
+        order = np.lexsort((-self.to_end, games))
+        first = order[np.r_[True, games[order][1:] != games[order][:-1]]] if games.size else order
+        self.first = first.astype(np.int64)
+        self._near: dict[tuple[int, int], np.ndarray] = {}
         if game is not None:
             check_scenario(path, self.scenario, self.fingerprint, game)
 
     def near(self, back: int, window: int) -> np.ndarray:
-        """The states ``back - window < to_end <= back`` steps before their game's end (the earliest, once ``back``
-        passes every recorded game's start)."""
-        back = min(back, self.longest)
-        return np.flatnonzero((self.to_end <= back) & (self.to_end > back - window))
+        """The states ``back - window < to_end <= back`` steps before their game's end, and the first state of every
+        game shorter than that (so every won game stays a start however far back the start has moved)."""
+        key = (back, window)
+        if key not in self._near:
+            inside = np.flatnonzero((self.to_end <= back) & (self.to_end > back - window))
+            short = self.first[self.to_end[self.first] <= back - window]
+            self._near[key] = np.union1d(inside, short)
+        return self._near[key]
 
 
 def check_scenario(path: str | Path, scenario: str | None, fingerprint: str | None, game: MissionConfig) -> None:
