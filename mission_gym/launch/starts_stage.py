@@ -22,10 +22,10 @@ from mission_gym.rundir.directory import RunDir
 from mission_gym.settings.schema import TrainConfig
 from mission_gym.settings.starts import own_starts_path
 
-#: seconds per game of a recording, per core, before the run has timed one of its own (the lookahead's default
-#: budget on a 2-core Intel Xeon with AVX-512, family 6 model 207: the greedy fleet's 256 games in 35 s; the `cpu`
-#: recipe's best member at 1.25M and 2.75M in 74-76 s for 256 games)
-SECONDS_PER_GAME = {"greedy": 0.27, "best": 0.58, "own": 0.58}
+#: seconds per game of a recording, per core, before the run has timed one of its own (the `cpu` recipe's budget
+#: 20,8,2,100 on 2 cores of an Intel Xeon with AVX-512, family 6 model 207: the greedy fleet's 256 games in 42 s with
+#: numba's first compile, the best member's at 1.25M and 2.75M in 30 s and 34 s)
+SECONDS_PER_GAME = {"greedy": 0.33, "best": 0.25, "own": 0.25}
 
 
 def _outs(config: TrainConfig, i: int, members: list[str], starts: Path) -> list[str]:
