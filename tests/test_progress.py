@@ -60,7 +60,8 @@ def test_the_first_estimate_waits_for_a_minute_of_warm_members_then_gives_the_ru
 
 
 def test_the_window_starts_again_after_a_recording(tmp_path: Path) -> None:
-    """Training stopped while the run recorded its starts: the rate is measured afresh, not across the pause."""
+    """Training stopped while the run recorded its starts: the rate is measured afresh, not across the pause, and
+    no line comes until it has been measured over a minute again."""
     config = apply_overrides(load_preset("quick"), {"population": {"size": 2, "cuts": [{"at": 1024, "keep": 1}]}})
     state = {"members": [{"name": "m0"}, {"name": "m1"}], "cuts": []}
     members = tmp_path / "members"
@@ -86,6 +87,23 @@ def test_the_window_starts_again_after_a_recording(tmp_path: Path) -> None:
     write_steps(members, {"m0": 400, "m1": 400})
     progress.tick()
     assert len(lines) == 1 and "at 3 steps/s in all" in lines[0]  # 200 member-steps in 60 s
+    progress.restart_window()  # the next cut's recording, then its members' first rollouts 5 s apart
+    clock.now = 690.0
+    progress.tick()
+    clock.now = 700.0
+    write_steps(members, {"m0": 500, "m1": 400})
+    progress.tick()
+    clock.now = 705.0
+    write_steps(members, {"m0": 500, "m1": 500})
+    progress.tick()
+    clock.now = 700.0 + FIRST_SPAN_S - 1
+    write_steps(members, {"m0": 550, "m1": 550})
+    progress.tick()
+    assert len(lines) == 1  # not a rate over 5 s of one member's first rollout
+    clock.now = 700.0 + FIRST_SPAN_S
+    write_steps(members, {"m0": 600, "m1": 600})
+    progress.tick()
+    assert len(lines) == 2 and ", 5 steps/s in all" in lines[1]  # 300 member-steps in 60 s
 
 
 def test_a_recording_not_made_yet_is_counted_from_the_runs_own() -> None:

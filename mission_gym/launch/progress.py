@@ -62,7 +62,8 @@ def trained_steps(members_dir: Path, state: dict[str, Any]) -> int:
 class PopulationProgress:
     """Prints, every :data:`EVERY_S`, member-steps trained of the plan, steps/s in all and the time left (the
     recordings of the run's own starts still to come included, :func:`~mission_gym.launch.starts_stage.seconds_left`).
-    No estimate until the rate has been measured over :data:`FIRST_SPAN_S` of training.
+    No line until the rate has been measured over :data:`FIRST_SPAN_S` of training, at the start and again after
+    each recording.
 
     :param config: the run's configuration
     :param state: its ``population.json`` (kept current by the run)
@@ -103,10 +104,9 @@ class PopulationProgress:
             self.samples.append((now, done))
         while len(self.samples) > 2 and now - self.samples[0][0] > WINDOW_S:
             self.samples.popleft()
-        if not self.expected_said:
-            if now - self.samples[0][0] < FIRST_SPAN_S:
-                return
-        elif self.last_said is not None and now - self.last_said < EVERY_S:
+        if now - self.samples[0][0] < FIRST_SPAN_S:
+            return  # a rate over less training is not yet the run's: at its start, and after each recording
+        if self.last_said is not None and now - self.last_said < EVERY_S:
             return
         line = self.line(done)
         if line:
