@@ -5,6 +5,7 @@ logs how far back its restarts start, states refused on another scenario, and a 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from together_fixtures import alone_then_together
 
 from mission_gym.baselines import GreedyPolicy
@@ -135,9 +137,12 @@ def test_a_cut_whose_draws_would_restart_from_a_best_that_won_nothing_draws_with
     assert "restarts: null" in drawn
 
 
-def test_record_states_tool_writes_a_states_file_or_says_in_one_line_why_not(tmp_path: Path) -> None:
+def test_record_states_tool_writes_a_states_file_or_says_in_one_line_why_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """tools/record_states.py on a quick run: a states file a run can name, or (a barely trained fleet wins no game)
-    one line and nothing written; bad input is one line, exit 2."""
+    one line and nothing written; bad input is one line, exit 2 (its main in this process: no interpreter and torch
+    to start for each)."""
     tool = Path(__file__).resolve().parent.parent / "tools" / "record_states.py"
     train = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "quick", "--timesteps", "1024", "--run-name",
              "q", "--no-progress"]  # fmt: skip
@@ -150,14 +155,26 @@ def test_record_states_tool_writes_a_states_file_or_says_in_one_line_why_not(tmp
     else:
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "won none of 16 games" in proc.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # nothing written, not even a temporary file
+    spec = importlib.util.spec_from_file_location("record_states_tool", tool)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tool_main, threads = module.main, torch.get_num_threads()
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
     bad_search = (["runs/q", "s.npz", "--policy", "lookahead", "--lookahead-budget", "20,8"], "'20,8' is not valid")
     old_name = (["runs/q", "s.npz", "--policy", "search", "--search-budget", "20,8"], "'20,8' is not valid")
     lost_alone = (["runs/q", "s.npz", "--lost-only"], "--lost-only needs --policy lookahead")
     for bad, says in ((["runs/q", "s.txt"], "must end in .npz"), (["runs/q", "s.npz", "--games", "0"], "'0' is not"),
                       (["runs/none", "s.npz"], "none"), (["runs/q", "s.npz", "--defenders", "guard+patrol"], "'guard' is not"),
                       bad_search, old_name, lost_alone):  # fmt: skip
-        proc = subprocess.run([sys.executable, str(tool), *bad], cwd=tmp_path, capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+        try:
+            code = tool_main(bad)
+        except SystemExit as exc:  # the parser's refusals
+            code = exc.code
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and says in err, err
+    torch.set_num_threads(threads)
 
 
 def test_states_of_another_scenario_are_refused_in_one_line(tmp_path: Path, states_file: Path) -> None:
