@@ -125,10 +125,12 @@ def measure_sb3_defaults(
 def _time_learning(model: Any, rollout: int, rollouts: int, warmup: int, device: str) -> Measurement:
     """Train ``warmup`` rollouts of ``rollout`` env steps, then time ``rollouts`` more and measure the peaks."""
     import torch
+    from stable_baselines3.common.logger import Logger
 
     from mission_gym.training.monitor import ResourceSampler
 
     on_cuda = device.startswith("cuda") and torch.cuda.is_available()
+    model.set_logger(Logger(None, []))  # without one, SB3 makes a folder in the temp dir
     if warmup:
         model.learn(warmup * rollout)
     if on_cuda:
@@ -220,6 +222,7 @@ def measure_batched(config: TrainConfig, members: int, rollouts: int = 2, warmup
     process."""
     import torch
     from stable_baselines3.common.callbacks import CallbackList
+    from stable_baselines3.common.logger import Logger
 
     from mission_gym.hardware import available_cores
     from mission_gym.ppo.batched.learner import BatchedLearner, Member
@@ -234,6 +237,8 @@ def measure_batched(config: TrainConfig, members: int, rollouts: int = 2, warmup
     try:
         batch = []
         for setup in setups:
+            # a logger of no outputs: without one, SB3 makes a folder in the temp dir for every member measured
+            setup.model.set_logger(Logger(None, []))
             total, callback = setup.model._setup_learn(10**15, CallbackList([]), True, "bench", False)
             callback.on_training_start({}, {})
             batch.append(Member(setup.model, callback, total, *setup.streams))
