@@ -336,22 +336,6 @@ def test_a_population_finds_its_own_starts_once_and_a_kill_while_it_records_resu
     assert "Starts the run found" in (run / "dashboard.html").read_text()
 
 
-def test_a_recording_that_wins_too_few_of_its_games_keeps_no_states_and_says_so(tmp_path: Path) -> None:
-    """The greedy fleet's own play wins a few of 64 default games: a min_won above that share keeps none of their
-    states (the block restarts nothing) and its line says why; at that share exactly, all of them are kept."""
-    all_kept = tmp_path / "all.npz"
-    (every,) = find_starts(FindStarts(policy="greedy", lookahead=None, games=64, min_won=0.0), all_kept, {}, 7)
-    assert 0 < every.won < 64 and every.states > 0
-    for min_won, states in ((every.won / 64, every.states), ((every.won + 1) / 64, 0)):
-        out = tmp_path / f"{min_won}.npz"
-        (found,) = find_starts(FindStarts(policy="greedy", lookahead=None, games=64, min_won=min_won), out, {}, 7)
-        assert (found.won, found.states) == (every.won, states)
-        with np.load(out) as data:
-            assert len(data["game"]) == states and data["fingerprint"].item()  # a file a run can name, maybe empty
-    assert f"won {every.won} of 64 games, under " in found.line() and "too few to restart from" in found.line()
-    assert StartStates(out).to_end.size == 0
-
-
 @pytest.mark.parametrize(
     "restarts, message",
     [

@@ -110,7 +110,7 @@ def record_states(
     :raises ConfigError: when it wins no game (unless ``empty_ok``: the file then holds none)
     """
     seeds = seeds or [seed_base + k for k in range(games)]
-    return _record_plays(predict, [(out, seeds)], env_kwargs, every, threads, empty_ok)[0][0]
+    return _record_plays(predict, [(out, seeds)], env_kwargs, every, threads, empty_ok)[0]
 
 
 def _groups(blocks: list[tuple[str | Path, list[int]]]) -> np.ndarray:
@@ -125,11 +125,9 @@ def _record_plays(
     every: int,
     threads: int,
     empty_ok: bool,
-    min_won: float = 0.0,
-) -> list[tuple[int, int]]:
+) -> list[int]:
     """:func:`record_states` of several blocks ``(out, seeds)`` played together in one core; with more than one,
-    ``predict(obs, groups)`` gets each row's block. The states written to each block's file and the games won (a
-    block that won fewer than ``min_won`` of its games writes none)."""
+    ``predict(obs, groups)`` gets each row's block. The states written to each block's file."""
     from mission_gym.envs import MissionVecEnv
 
     seeds = [s for _, block in blocks for s in block]
@@ -148,7 +146,7 @@ def _record_plays(
         done = np.flatnonzero(dones)  # the env starts another game there at once, which is not recorded
         taken.ends(done, t, [infos[i].get("outcome") == "captured" for i in done])
         ended[done] = True
-    return [taken.write(out, empty_ok, np.flatnonzero(groups == g), min_won) for g, (out, _) in enumerate(blocks)]
+    return [taken.write(out, empty_ok, np.flatnonzero(groups == g)) for g, (out, _) in enumerate(blocks)]
 
 
 def record_lookahead_states(
@@ -169,7 +167,7 @@ def record_lookahead_states(
 
     :raises ConfigError: when it wins no game (unless ``empty_ok``: the file then holds none)
     """
-    return _record_lookahead(propose, [(out, seeds)], env_kwargs, budget, threads, every, seed, empty_ok)[0][0]
+    return _record_lookahead(propose, [(out, seeds)], env_kwargs, budget, threads, every, seed, empty_ok)[0]
 
 
 def _record_lookahead(
@@ -181,11 +179,9 @@ def _record_lookahead(
     every: int | None,
     seed: int,
     empty_ok: bool,
-    min_won: float = 0.0,
-) -> list[tuple[int, int]]:
+) -> list[int]:
     """:func:`record_lookahead_states` of several blocks ``(out, seeds)`` played together in one core, one lookahead;
-    with more than one, ``propose(obs, groups)`` gets each row's block. The states written to each block's file and
-    the games won (a block that won fewer than ``min_won`` of its games writes none)."""
+    with more than one, ``propose(obs, groups)`` gets each row's block. The states written to each block's file."""
     from mission_gym.agents.lookahead import Lookahead
     from mission_gym.envs import MissionVecEnv
 
@@ -199,7 +195,7 @@ def _record_lookahead(
     core = env.core  # every game has ended, where it stands: its length is its step counter
     taken.ends(np.arange(core.n_envs), core.ev[:, L.E_STEP].astype(int), core.ev[:, L.E_OUTCOME] == L.O_CAPTURED)
     owner = groups if groups is not None else np.zeros(len(seeds), dtype=int)
-    return [taken.write(out, empty_ok, np.flatnonzero(owner == g), min_won) for g, (out, _) in enumerate(blocks)]
+    return [taken.write(out, empty_ok, np.flatnonzero(owner == g)) for g, (out, _) in enumerate(blocks)]
 
 
 class _Taken:
@@ -223,21 +219,13 @@ class _Taken:
             if self.length[i] == 0:
                 self.length[i], self.won[i] = np.broadcast_to(t, games.shape)[k], won[k]
 
-    def write(
-        self, out: str | Path, empty_ok: bool = False, games: np.ndarray | None = None, min_won: float = 0.0
-    ) -> tuple[int, int]:
+    def write(self, out: str | Path, empty_ok: bool = False, games: np.ndarray | None = None) -> int:
         """Write the won games' states (of ``games``, default all; numbered from 0 in their order) with their steps to
-        the end and the scenario they were played on; the states written and the games won (no states, with
-        ``empty_ok``, when no game was won or fewer than ``min_won`` of them: the restarts then start nothing from
-        it)."""
+        the end and the scenario they were played on; the states written (none, with ``empty_ok``, when no game was
+        won: the restarts then start nothing from it)."""
         games = np.arange(self.core.n_envs) if games is None else games
-        won = int(self.won[games].sum())
-        keep = won >= min_won * len(games)
         rows = [
-            (k, self.length[i] - step, state)
-            for k, i in enumerate(games)
-            if self.won[i] and keep
-            for step, state in self.states[i]
+            (k, self.length[i] - step, state) for k, i in enumerate(games) if self.won[i] for step, state in self.states[i]
         ]
         if not rows and not empty_ok:
             raise ConfigError(f"restarts: the policy won none of {len(games)} games; it has no states to restart from")
@@ -251,7 +239,7 @@ class _Taken:
         arrays.update(scenario=np.array(config.scenario.name), fingerprint=np.array(config.scenario_fingerprint()))
         with atomic_open(out) as f:  # a killed recording leaves no half-written states file
             np.savez_compressed(f, **arrays)
-        return len(rows), won
+        return len(rows)
 
 
 def states_path(name: str | Path) -> Path:
@@ -335,17 +323,10 @@ class Found:
     seconds: float
     cores: int = 1
     situation: str | None = None
-    #: the share of its games a recording has to win to keep their states (``find.min_won``)
-    min_won: float = 0.0
 
     def line(self) -> str:
         where = f" ({self.situation})" if self.situation else ""
-        if self.states:
-            kept = f"{self.states:,} states"
-        elif self.won:
-            kept = f"under {100 * self.min_won:g}% of them, too few to restart from: its games start afresh"
-        else:
-            kept = "no states: its games start afresh"
+        kept = f"{self.states:,} states" if self.won else "no states: its games start afresh"
         return (
             f"starts for restarts[{self.block}] at step {self.step:,}: {self.how}{where}: won {self.won:,} of "
             f"{self.games:,} games, {kept} ({self.seconds:.0f} s)"
@@ -435,9 +416,8 @@ def find_starts(
     won games of ``games`` record games (of the situation its own play loses most, with ``situation: worst``) played
     by the lookahead over its sampled plays (or by its own play), into its file; every owner's games in one core and
     one lookahead. With ``policy: greedy``, ``owners`` is the one file the greedy fleet's games go to. Seeded by
-    ``seed`` alone, so a recording made again writes the same states. A recording that wins no game, or fewer than
-    ``find.min_won`` of its games, writes a file of none (the block then restarts nothing). What each owner's
-    recording did.
+    ``seed`` alone, so a recording made again writes the same states. A recording that wins no game writes a file of
+    none (the block then restarts nothing). What each owner's recording did.
     """
     import torch
 
@@ -464,12 +444,14 @@ def find_starts(
         deterministic = lambda o, g: both.predict(o, True, g)  # noqa: E731
         sampled = lambda o, g: both.predict(o, False, g)  # noqa: E731
     if find.lookahead is not None:
-        saved = _record_lookahead(sampled, blocks, env_kwargs, find.lookahead, threads, find.every, seed, True, find.min_won)
+        saved = _record_lookahead(sampled, blocks, env_kwargs, find.lookahead, threads, find.every, seed, True)
     else:
-        saved = _record_plays(deterministic, blocks, env_kwargs, find.every, threads, True, find.min_won)
+        saved = _record_plays(deterministic, blocks, env_kwargs, find.every, threads, True)
     seconds = time.perf_counter() - t0
     found = []
-    for o, w, (n, won), (_, seeds) in zip(owners, worst, saved, blocks):
+    for o, w, n, (out, seeds) in zip(owners, worst, saved, blocks):
+        with np.load(out) as data:
+            won = len(set(data["game"].tolist()))
         situation = f"{w[0]}, won {100 * w[1]:.0f}% by its own play" if w else None
-        found.append(Found(block, step, find.describe(o.whose), len(seeds), won, n, seconds, threads, situation, find.min_won))
+        found.append(Found(block, step, find.describe(o.whose), len(seeds), won, n, seconds, threads, situation))
     return found

@@ -84,13 +84,6 @@ class FindStarts(_Strict):
     )
     noise: float = Field(0.2, ge=0, le=1, description="greedy: the share of its commands drawn at random in a sampled play")
     every: int = Field(5, ge=1, description="a state kept every this many steps of each won game")
-    min_won: float = Field(
-        0.05,
-        ge=0,
-        le=1,
-        description="a recording that wins fewer than this share of its games keeps none of their states (its block "
-        "restarts nothing): a few games' states would be half the block's training games",
-    )
 
     def describe(self, whose: str = "the run's policy") -> str:
         """What the recording plays, in a few words (the log and the dashboard); ``whose``: the policy of ``best``,
