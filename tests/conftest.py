@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -12,10 +11,6 @@ import pytest
 def _sb3_logs_in_pytest_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """SB3 models learning without a logger of ours (and the CLIs the tests start) write SB3's default log folders
     under pytest's temporary directory, not one ``SB3-<time>`` folder per model in the system's temp dir."""
-    before = os.environ.get("SB3_LOGDIR")
-    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3_logs"))
-    yield
-    if before is None:
-        os.environ.pop("SB3_LOGDIR", None)
-    else:
-        os.environ["SB3_LOGDIR"] = before
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3_logs")))
+        yield

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList
-from stable_baselines3.common.logger import Logger
 from together_fixtures import alone_then_together
 
 from mission_gym.ppo.batched.learner import BatchedLearner, Member
@@ -47,7 +46,6 @@ def snapshot(model: Any) -> dict[str, torch.Tensor]:
 
 def member(model: Any, timesteps: int, callbacks: list[BaseCallback] | None = None) -> Member:
     gen, rs = member_streams(model)  # right after the build, as the trainer takes them
-    model.set_logger(Logger(None, []))  # else SB3 leaves a folder in the temp dir
     total, callback = model._setup_learn(timesteps, CallbackList(callbacks or []), True, "run", False)
     callback.on_training_start(locals(), globals())
     return Member(model, callback, total, gen, rs)
