@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,3 +15,24 @@ def _sb3_logs_in_pytest_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3_logs")))
         yield
+
+
+@pytest.fixture
+def cli_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., tuple[int, str, str]]:
+    """A command's ``main`` run in this process, from ``cwd`` (default: the test's tmp dir): its exit status, stdout
+    and stderr. For refusals: what a command prints and returns on bad input needs no interpreter and torch of its
+    own (each costs 1-3 s); every command keeps a test that starts it as a process."""
+
+    def run(main: Callable[[list[str]], int], args: list[str], cwd: Path | None = None) -> tuple[int, str, str]:
+        monkeypatch.chdir(cwd or tmp_path)
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's own errors
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -5,9 +5,14 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from mission_gym.scripts.bench import main
+
+CliHere = Callable[..., tuple[int, str, str]]
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess:
@@ -41,13 +46,13 @@ def test_train_sweep_writes_table_csv_and_plot(tmp_path: Path) -> None:
         (["--device", "tpu"], "--device 'tpu' is not valid"),
     ],
 )
-def test_train_sweep_bad_input(args: list[str], needle: str) -> None:
-    out = run_bench(*args)
-    assert out.returncode == 2 and needle in out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1
+def test_train_sweep_bad_input(args: list[str], needle: str, cli_here: CliHere) -> None:
+    code, _, err = cli_here(main, ["--mode", "train", *args])
+    assert code == 2 and needle in err
+    assert len(err.strip().splitlines()) == 1
 
 
-def test_a_preset_file_is_measured_as_train_ppo_takes_it(tmp_path: Path) -> None:
+def test_a_preset_file_is_measured_as_train_ppo_takes_it(tmp_path: Path, cli_here: CliHere) -> None:
     """--preset FILE: a variant of a preset measured without adding it to the shipped ones; a broken one is one line."""
     variant = tmp_path / "quick_small.yaml"
     variant.write_text("base: quick\nn_envs: 2\nn_steps: 16\n")
@@ -56,11 +61,11 @@ def test_a_preset_file_is_measured_as_train_ppo_takes_it(tmp_path: Path) -> None
     (row,) = list(csv.DictReader((tmp_path / "t.csv").open()))
     assert (row["preset"], row["n_envs"], row["timesteps"]) == (str(variant), "2", "32")
     variant.write_text("base: quick\nn_envs: lots\n")
-    out = run_bench("--preset", str(variant), "--rollouts", "1")
-    assert out.returncode == 2 and "n_envs" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    code, _, err = cli_here(main, ["--mode", "train", "--preset", str(variant), "--rollouts", "1"])
+    assert code == 2 and "n_envs" in err and len(err.strip().splitlines()) == 1
 
 
-def test_env_sweep_measures_the_native_env_on_each_thread_count(tmp_path: Path) -> None:
+def test_env_sweep_measures_the_native_env_on_each_thread_count(tmp_path: Path, cli_here: CliHere) -> None:
     cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--mode", "env", "--vec-env", "single", "native",
            "--n-envs", "16", "--threads", "1", "2", "--seconds", "0.2", "--csv", str(tmp_path / "e.csv")]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -69,8 +74,8 @@ def test_env_sweep_measures_the_native_env_on_each_thread_count(tmp_path: Path) 
     assert [(r["vec_env"], r["threads"], r["n_envs"]) for r in rows] == [("single", "1", "1"), ("native", "1", "16"),
                                                                        ("native", "2", "16")]  # fmt: skip
     assert all(float(r["steps_per_s"]) > 0 and float(r["vs_single"]) > 0 for r in rows)
-    bad = subprocess.run([*cmd[:3], "--mode", "env", "--threads", "0"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "--threads" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    code, _, err = cli_here(main, ["--mode", "env", "--threads", "0"])
+    assert code == 2 and "--threads" in err and len(err.strip().splitlines()) == 1
 
 
 def test_baseline_times_sb3_defaults_on_the_presets_env(tmp_path: Path) -> None:
@@ -92,7 +97,7 @@ def test_baseline_times_sb3_defaults_on_the_presets_env(tmp_path: Path) -> None:
     assert "per CPU second" in out.stdout
 
 
-def test_placement_runs_members_side_by_side(tmp_path: Path) -> None:
+def test_placement_runs_members_side_by_side(tmp_path: Path, cli_here: CliHere) -> None:
     cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--mode", "placement", "--preset", "quick",
            "--placements", "1x1", "2x1", "--rollouts", "1", "--csv", str(tmp_path / "p.csv")]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -101,5 +106,5 @@ def test_placement_runs_members_side_by_side(tmp_path: Path) -> None:
     assert [(r["members"], r["threads"]) for r in rows] == [("1", "1"), ("2", "1")]
     two = rows[1]
     assert float(two["total_steps_per_s"]) == pytest.approx(2 * float(two["member_steps_per_s"]))
-    bad = subprocess.run([*cmd[:5], "quick", "--placements", "2y1"], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "MEMBERSxTHREADS" in bad.stderr
+    code, _, err = cli_here(main, ["--mode", "placement", "--preset", "quick", "--placements", "2y1"])
+    assert code == 2 and "MEMBERSxTHREADS" in err

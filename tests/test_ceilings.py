@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -188,10 +189,14 @@ def test_one_situation_and_the_lookahead_from_the_command_line(model: Path, tmp_
         (["--best-of", "0"], "--best-of must be >= 1 (got 0)"),
     ],
 )
-def test_bad_ceiling_flags_are_one_line_and_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
-    proc = subprocess.run([*EVALUATE, "some-run", *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert proc.returncode == 2 and message in proc.stderr
-    assert len([line for line in proc.stderr.splitlines() if line.startswith("error")]) == 1
+def test_bad_ceiling_flags_are_one_line_and_exit_2(
+    args: list[str], message: str, cli_here: Callable[..., tuple[int, str, str]]
+) -> None:
+    from mission_gym.scripts.evaluate import main
+
+    code, _, err = cli_here(main, ["some-run", *args])
+    assert code == 2 and message in err
+    assert len([line for line in err.splitlines() if line.startswith("error")]) == 1
 
 
 def test_a_scripted_baseline_plays_the_scenario_env_kwargs_name(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -130,19 +131,21 @@ def test_chart_helpers() -> None:
     assert len(ys) == 4 and ys[0] < ys[1] and ys[2] == ys[0] and ys[3] == ys[0]
 
 
-def test_cli(runs: Path) -> None:
+def test_cli(runs: Path, cli_here: Callable[..., tuple[int, str, str]]) -> None:
+    from mission_gym.scripts.dashboard import main
+
     cmd = [sys.executable, "-m", "mission_gym.scripts.dashboard"]
     ok = subprocess.run([*cmd, "base", "--runs-dir", str(runs)], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert "dashboard.html" in ok.stdout and "index.html" in ok.stdout
-    bad = subprocess.run([*cmd, "bsae", "--runs-dir", str(runs)], capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "did you mean base" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    code, _, err = cli_here(main, ["bsae", "--runs-dir", str(runs)])
+    assert code == 2 and "did you mean base" in err and len(err.strip().splitlines()) == 1
     # a run directory by absolute path, from anywhere and whatever --runs-dir defaults to
     by_path = subprocess.run([*cmd, str((runs / "base").resolve())], capture_output=True, text=True, timeout=120, cwd="/")
     assert by_path.returncode == 0, by_path.stderr
     assert str((runs / "base").resolve() / "dashboard.html") in by_path.stdout
-    none = subprocess.run([*cmd, "--runs-dir", str(runs / "nope")], capture_output=True, text=True, timeout=120)
-    assert none.returncode == 2 and "does not exist" in none.stderr
+    code, _, err = cli_here(main, ["--runs-dir", str(runs / "nope")])
+    assert code == 2 and "does not exist" in err
 
 
 def saturated_pixels(img: np.ndarray) -> int:

@@ -63,17 +63,13 @@ def test_cli_writes_json_and_prints_the_breakdown(tmp_path):
         ([], "give either a model"),
     ],
 )
-def test_cli_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "mission_gym.scripts.evaluate", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 2
-    assert message in proc.stderr
-    assert len([line for line in proc.stderr.splitlines() if line.startswith("error")]) == 1
+def test_cli_bad_input_is_one_line_and_exit_2(args, message, cli_here):
+    from mission_gym.scripts.evaluate import main
+
+    code, _, err = cli_here(main, args)
+    assert code == 2
+    assert message in err
+    assert len([line for line in err.splitlines() if line.startswith("error")]) == 1
 
 
 def test_wins_by_guards_sum_the_modes_rows_by_their_guards() -> None:

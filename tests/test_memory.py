@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -272,11 +273,13 @@ def test_cli_compare_memory_and_breakdown() -> None:
         (["--compare", "--memory", "8"], "not allowed with"),
     ],
 )
-def test_cli_bad_input_is_one_line_exit_2(args: list[str], needle: str) -> None:
-    out = run_cli(*args)
-    assert out.returncode == 2
-    assert needle in out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1
+def test_cli_bad_input_is_one_line_exit_2(args: list[str], needle: str, cli_here: Callable[..., tuple[int, str, str]]) -> None:
+    from mission_gym.scripts.memory_helper import main
+
+    code, _, err = cli_here(main, ["--presets-dir", str(PRESETS), *args])
+    assert code == 2
+    assert needle in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_cli_measure_tiny_run(tmp_path: Path) -> None:
