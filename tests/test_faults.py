@@ -273,24 +273,25 @@ def test_sigkill_a_population_at_a_cut_then_resume(tmp_path):
 
 
 # --- a second command on a run being written ------------------------------------------------------------------------
-def test_a_second_writer_is_refused_and_readers_are_not(tmp_path):
+def test_a_second_writer_is_refused_and_readers_are_not(tmp_path, cli_here):
+    from mission_gym.scripts.evaluate import main as evaluate
+    from mission_gym.scripts.train_ppo import main as train
+
     proc = start_cli([*CARTPOLE, *FOREVER, "--run-name", "dup"], tmp_path)
     run = tmp_path / "runs" / "dup"
     try:
         wait_for(lambda: RunDir(run).checkpoints(), proc, "a checkpoint")
         holder = json.loads((run / ".lock").read_text())
         assert holder["pid"] == proc.pid and "--run-name dup" in holder["command"] and holder["since"]
-        second = run_cli(["--resume", "dup", "--no-progress"], tmp_path)
-        assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stderr
-        assert f"pid {proc.pid} on " in second.stderr and "--run-name dup" in second.stderr and "since" in second.stderr
-        again = run_cli([*CARTPOLE, *FOREVER, "--run-name", "dup"], tmp_path)
-        assert again.returncode == 2 and "already exists" in again.stderr
+        # the refusals and the reader in this process: the run's holder is another process all the same
+        code, _, err = cli_here(train, ["--resume", "dup", "--no-progress"])
+        assert code == 2 and err.count("\n") == 1, err
+        assert f"pid {proc.pid} on " in err and "--run-name dup" in err and "since" in err
+        code, _, err = cli_here(train, [*CARTPOLE, *FOREVER, "--run-name", "dup"])
+        assert code == 2 and "already exists" in err
         # read-only commands never need the lock
-        ev = subprocess.run(
-            [sys.executable, "-m", "mission_gym.scripts.evaluate", "dup", "--episodes", "2"],
-            cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        assert ev.returncode == 0, ev.stderr
+        code, _, err = cli_here(evaluate, ["dup", "--episodes", "2"])
+        assert code == 0, err
         assert proc.poll() is None and json.loads((run / ".lock").read_text())["pid"] == proc.pid
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -301,7 +302,9 @@ def test_a_second_writer_is_refused_and_readers_are_not(tmp_path):
 
 
 # --- orphans: a parent killed with its members or jobs running -------------------------------------------------------
-def test_sigkill_of_a_population_parent_leaves_no_process(tmp_path):
+def test_sigkill_of_a_population_parent_leaves_no_process(tmp_path, cli_here):
+    from mission_gym.scripts.train_ppo import main as train
+
     pop = "population={size: 2, cuts: [{at: 5000000, keep: 1}], episodes: 2}"
     proc = start_cli([*CARTPOLE, *FOREVER, "--run-name", "p", "--hyperparams", pop], tmp_path)
     run = tmp_path / "runs" / "p"
@@ -312,8 +315,8 @@ def test_sigkill_of_a_population_parent_leaves_no_process(tmp_path):
     assert json.loads((run / ".lock").read_text())["pid"] == proc.pid
     member_pids = {json.loads((m / ".lock").read_text())["pid"] for m in members}
     assert len(member_pids) == 2 and member_pids <= set(tree)
-    refused = run_cli(["--resume", "p"], tmp_path)
-    assert refused.returncode == 2 and f"pid {proc.pid} on " in refused.stderr, refused.stderr
+    code, _, err = cli_here(train, ["--resume", "p"])
+    assert code == 2 and f"pid {proc.pid} on " in err, err
     kill9(proc)
     assert wait_gone(tree) == [], "processes outlived their population's parent"
     for m in members:  # each member got SIGTERM from the kernel: it saved a checkpoint on its way out

@@ -266,7 +266,7 @@ def test_population_runs_no_more_members_at_once_than_cores(tmp_path):
     assert len(spans) == 3 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
 
 
-def test_population_interrupt_then_resume(tmp_path):
+def test_population_interrupt_then_resume(tmp_path, cli_here):
     pop = "population={size: 2, cuts: [{at: 6000, keep: 1}], episodes: 2}"
     args = [*CARTPOLE, "--timesteps", "12000", "--run-name", "p", "--hyperparams", pop]
     proc = subprocess.Popen(CLI + args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -285,8 +285,10 @@ def test_population_interrupt_then_resume(tmp_path):
     run = tmp_path / "runs" / "p"
     assert json.loads((run / "metadata.json").read_text())["status"] == "interrupted"
     assert json.loads((run / "population.json").read_text())["cuts"] == []
-    bad = run_cli(["--resume", "p", "--timesteps", "1000"], tmp_path)  # the cuts are fixed by the run's plan
-    assert bad.returncode == 2 and "population run" in bad.stderr and bad.stderr.count("\n") == 1
+    from mission_gym.scripts.train_ppo import main
+
+    code, _, err = cli_here(main, ["--resume", "p", "--timesteps", "1000"])  # the cuts are fixed by the run's plan
+    assert code == 2 and "population run" in err and err.count("\n") == 1
     done = run_cli(["--resume", "p", "--no-progress"], tmp_path)  # members carry on from their checkpoints
     assert done.returncode == 0, done.stdout + done.stderr
     cut, end = json.loads((run / "population.json").read_text())["cuts"]
@@ -341,7 +343,7 @@ def test_scoring_on_several_cores_plays_the_same_games_as_one(tmp_path):
 
 
 @pytest.mark.parametrize("learner", ["processes", "batched"])
-def test_a_cut_can_give_the_members_that_carry_on_more_envs(tmp_path, learner):
+def test_a_cut_can_give_the_members_that_carry_on_more_envs(tmp_path, learner, cli_here):
     """``cuts[].n_envs``: the kept member and its clone carry on from their checkpoints with 8 envs instead of 4 (a
     rollout twice as long each iteration), in either learner; a size that does not split into minibatches is refused."""
     pop = f"population={{size: 3, cuts: [{{at: 512, keep: 1, clones: 1, n_envs: 8}}], episodes: 4, learner: {learner}}}"
@@ -358,5 +360,7 @@ def test_a_cut_can_give_the_members_that_carry_on_more_envs(tmp_path, learner):
         assert steps[-1] - steps[-2] == 8 * 64  # a rollout of 8 envs x 64 steps after the cut
         assert json.loads((member / "metadata.json").read_text())["status"] == "finished"
     bad = "population={size: 3, cuts: [{at: 512, keep: 1, n_envs: 3}]}"
-    refused = run_cli(["--preset", "quick", "--timesteps", "2048", "--run-name", "q", "--hyperparams", bad], tmp_path)
-    assert refused.returncode == 2 and "n_envs 3 x n_steps 64 is not a multiple of batch_size" in refused.stderr
+    from mission_gym.scripts.train_ppo import main
+
+    code, _, err = cli_here(main, ["--preset", "quick", "--timesteps", "2048", "--run-name", "q", "--hyperparams", bad])
+    assert code == 2 and "n_envs 3 x n_steps 64 is not a multiple of batch_size" in err

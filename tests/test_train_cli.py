@@ -208,9 +208,9 @@ def test_resume_after_sigkill_continues_steps_and_curves(tmp_path):
     assert tb_steps == sorted(tb_steps) and tb_steps[0] == 128 and tb_steps[-1] == target
 
 
-def test_resume_refuses_changing_the_recipe(tmp_path):
-    proc = run_cli(["--resume", "r", "--n-epochs", "3"], tmp_path, timeout=60)
-    assert proc.returncode == 2 and "branch" in proc.stderr and proc.stderr.count("\n") == 1
+def test_resume_refuses_changing_the_recipe(cli_here):
+    code, _, err = cli_here(main, ["--resume", "r", "--n-epochs", "3"])
+    assert code == 2 and "branch" in err and err.count("\n") == 1
 
 
 def test_crashing_env_worker(tmp_path):
