@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,10 @@ from mission_gym.envs import MissionVecEnv
 from mission_gym.envs.mission_env import make_config
 from mission_gym.extras.restarts import Restarter, found_seed
 from mission_gym.extras.starts import RESTORED, StartStates, find_starts, record_states, worst_situation
+from mission_gym.scripts.train_ppo import main as train_main
 from mission_gym.settings.starts import FindStarts
+
+CliHere = Callable[..., tuple[int, str, str]]
 
 GAMES = 64
 
@@ -255,7 +259,7 @@ MOVED = ("{name: moved, objective: {x: 60.0, y: 150.0, radius: 15.0}, defenders:
 
 @pytest.mark.parametrize("said", [True, False])
 def test_states_of_another_scenario_with_the_same_counts_or_of_none_said_are_refused(
-    tmp_path: Path, states_file: Path, said: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, states_file: Path, said: bool, cli_here: CliHere
 ) -> None:
     """The default game's states on a scenario with the default counts (the arrays fit, the games do not), or a file
     that does not say what it was recorded on (as before states files named theirs): one line naming both, exit 2,
@@ -269,7 +273,7 @@ def test_states_of_another_scenario_with_the_same_counts_or_of_none_said_are_ref
     scenario = f"env_kwargs: {{scenario: {MOVED}}}\n" if said else ""
     preset = tmp_path / "p.yaml"
     preset.write_text(f"base: quick\ntimesteps: 2048\n{scenario}restarts: {{states: {states}, until: 1000}}\n")
-    code, err = train_here(["--preset", str(preset), "--run-name", "r"], tmp_path, monkeypatch, capsys)
+    code, _, err = cli_here(train_main, ["--preset", str(preset), "--run-name", "r", "--no-progress"])
     assert code == 2 and err.count("\n") == 1, err
     if said:
         assert "recorded on scenario 'default'" in err and "this run's 'moved'" in err
@@ -346,23 +350,9 @@ def test_a_population_finds_its_own_starts_once_and_a_kill_while_it_records_resu
         ("{find: {policy: best}, start: 1500, until: 2000}", "a population finds its starts at its start or at a cut"),
     ],
 )
-def test_bad_found_starts_are_one_line_and_exit_2(
-    tmp_path: Path, restarts: str, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_found_starts_are_one_line_and_exit_2(tmp_path: Path, restarts: str, message: str, cli_here: CliHere) -> None:
     preset = tmp_path / "p.yaml"
     preset.write_text(f"base: quick\npopulation: {{size: 2, cuts: [{{at: 1024, keep: 1}}]}}\nrestarts: {restarts}\n")
-    code, err = train_here(["--preset", str(preset), "--run-name", "r"], tmp_path, monkeypatch, capsys)
+    code, _, err = cli_here(train_main, ["--preset", str(preset), "--run-name", "r", "--no-progress"])
     assert code == 2 and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "runs").exists()
-
-
-def train_here(
-    args: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> tuple[int, str]:
-    """``train_ppo`` in this process (what a refusal prints and returns needs no process of its own): its exit
-    code and stderr."""
-    from mission_gym.scripts.train_ppo import main
-
-    monkeypatch.chdir(cwd)
-    code = main([*args, "--no-progress"])
-    return code, capsys.readouterr().err
