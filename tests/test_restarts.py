@@ -141,9 +141,7 @@ def test_a_cut_whose_draws_would_restart_from_a_best_that_won_nothing_draws_with
     assert "restarts: null" in drawn
 
 
-def test_record_states_tool_writes_a_states_file_or_says_in_one_line_why_not(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_record_states_tool_writes_a_states_file_or_says_in_one_line_why_not(tmp_path: Path, cli_here: CliHere) -> None:
     """tools/record_states.py on a quick run: a states file a run can name, or (a barely trained fleet wins no game)
     one line and nothing written; bad input is one line, exit 2 (its main in this process: no interpreter and torch
     to start for each)."""
@@ -164,19 +162,13 @@ def test_record_states_tool_writes_a_states_file_or_says_in_one_line_why_not(
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     tool_main, threads = module.main, torch.get_num_threads()
-    monkeypatch.chdir(tmp_path)
-    capsys.readouterr()
     bad_search = (["runs/q", "s.npz", "--policy", "lookahead", "--lookahead-budget", "20,8"], "'20,8' is not valid")
     old_name = (["runs/q", "s.npz", "--policy", "search", "--search-budget", "20,8"], "'20,8' is not valid")
     lost_alone = (["runs/q", "s.npz", "--lost-only"], "--lost-only needs --policy lookahead")
     for bad, says in ((["runs/q", "s.txt"], "must end in .npz"), (["runs/q", "s.npz", "--games", "0"], "'0' is not"),
                       (["runs/none", "s.npz"], "none"), (["runs/q", "s.npz", "--defenders", "guard+patrol"], "'guard' is not"),
                       bad_search, old_name, lost_alone):  # fmt: skip
-        try:
-            code = tool_main(bad)
-        except SystemExit as exc:  # the parser's refusals
-            code = exc.code
-        err = capsys.readouterr().err
+        code, _, err = cli_here(tool_main, bad)
         assert code == 2 and err.count("\n") == 1 and says in err, err
     torch.set_num_threads(threads)
 

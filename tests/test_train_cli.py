@@ -142,15 +142,9 @@ def test_quick_preset_leaves_a_complete_run(tmp_path):
         (["--env", "CartPole-v1", "--hyperparams", "curriculum=[{setting: a.b, value: 1, until: 1024}]"], "CartPole-v1"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_no_run_dir(tmp_path, monkeypatch, capsys, args, expected):
-    monkeypatch.chdir(tmp_path)
-    try:
-        code = main(
-            ["--preset", "quick", "--no-progress", *args] if "--preset" not in args and "--resume" not in args else args
-        )
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    err = capsys.readouterr().err
+def test_bad_input_is_one_line_exit_2_and_no_run_dir(tmp_path, cli_here, args, expected):
+    full = ["--preset", "quick", "--no-progress", *args] if "--preset" not in args and "--resume" not in args else args
+    code, _, err = cli_here(main, full)
     assert code == 2
     assert len(err.strip().splitlines()) == 1, err
     assert expected in err, err
