@@ -364,3 +364,23 @@ def test_a_cut_can_give_the_members_that_carry_on_more_envs(tmp_path, learner, c
 
     code, _, err = cli_here(main, ["--preset", "quick", "--timesteps", "2048", "--run-name", "q", "--hyperparams", bad])
     assert code == 2 and "n_envs 3 x n_steps 64 is not a multiple of batch_size" in err
+
+
+def test_members_on_a_core_each_are_forked_warm_and_train_as_a_new_process_does(tmp_path):
+    from stable_baselines3 import PPO
+
+    pop = "population={size: 2, cuts: [], episodes: 2}"
+    proc = run_cli(["--preset", "quick", "--timesteps", "512", "--run-name", "p", "--hyperparams", pop], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("forked warm) log") == 2, proc.stdout
+    members = tmp_path / "runs" / "p" / "members"
+    log = (members / "m0.log").read_text()
+    assert log.startswith(f"$ {sys.executable} -m mission_gym.scripts.train_ppo --preset ") and "run " in log
+    # the member's own configuration trained by a process of its own: the same weights to the bit
+    solo = run_cli(
+        ["--preset", str(members / "m0.yaml"), "--run-name", "solo", "--num-threads", "1", "--no-progress"], tmp_path
+    )
+    assert solo.returncode == 0, solo.stdout + solo.stderr
+    warm = PPO.load(members / "m0" / "final_model.zip").policy.state_dict()
+    alone = PPO.load(tmp_path / "runs" / "solo" / "final_model.zip").policy.state_dict()
+    assert all(torch.equal(warm[k], alone[k]) for k in warm)

@@ -44,6 +44,7 @@ from mission_gym.launch.resources import (
     tree_pids,
     tree_rss_mb,
 )
+from mission_gym.launch.warm import WarmProcess, is_train_command, start_warm
 
 #: exit statuses of a child that stopped on SIGINT/SIGTERM (train_ppo's 130/143, or killed by the signal)
 INTERRUPTED_CODES = (130, 143, -signal.SIGINT, -signal.SIGTERM)
@@ -114,11 +115,17 @@ def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
         pass
 
 
-def finish_if_exited(proc: subprocess.Popen) -> int | None:
+def finish_if_exited(proc: subprocess.Popen | WarmProcess) -> int | None:
     """If the job's main process has exited: kill whatever is left of its process group, reap it, return its status.
 
-    The group is killed before the main process is reaped, so its id cannot have been reused by then.
+    The group is killed before the main process is reaped, so its id cannot have been reused by then (a warm
+    member is reaped by the forkserver that forked it: its group is killed as soon as its status is known).
     """
+    if isinstance(proc, WarmProcess):
+        rc = proc.poll()
+        if rc is not None:
+            kill_group(proc.pid)
+        return rc
     if hasattr(os, "waitid"):
         try:
             if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
@@ -177,6 +184,8 @@ class LocalLauncher:
     :param status_every_s: without a live table, print one line of every running job's steps this often (0: never)
     :param mps: with more than one CUDA job at a time, serve them by a private MPS daemon (:mod:`mission_gym.launch.mps`)
     :param on_poll: called at every poll of the jobs (a population's progress line)
+    :param warm: start each ``train_ppo`` job of one CPU core forked from one process that imported torch, SB3 and
+        Mission Gym once (:mod:`mission_gym.launch.warm`) instead of as a new interpreter: a population's members
     """
 
     def __init__(
@@ -196,6 +205,7 @@ class LocalLauncher:
         status_every_s: float = 0.0,
         mps: bool = True,
         on_poll: Callable[[], None] | None = None,
+        warm: bool = False,
     ) -> None:
         self.runs_dir = Path(runs_dir)
         self.launch_dir = Path(launch_dir)
@@ -212,13 +222,14 @@ class LocalLauncher:
         self.status_every_s = status_every_s
         self.mps = mps
         self.on_poll = on_poll
+        self.warm = warm
         self._extra_env: dict[str, str] = {}
         self.gpus: list[GpuInfo] = list_gpus()
         self.records = [JobRecord(j, self.runs_dir / j.name, self.launch_dir / f"{j.name}.log") for j in jobs]
         for r in self.records:
             r.host_mb, r.gpu_mb = estimate_job_memory(r.job, self.gpus, runs_dir=str(self.runs_dir))
             r.total_steps = job_timesteps(r.job)
-        self._procs: dict[str, subprocess.Popen] = {}
+        self._procs: dict[str, subprocess.Popen | WarmProcess] = {}
         self._gpu_of: dict[str, int] = {}
         self._killed: set[str] = set()
         self._alloc = CoreAllocator(self.cores)
@@ -371,8 +382,14 @@ class LocalLauncher:
             job = dataclasses.replace(job, args=(*job.args, "--no-memory-check"))  # nor does the job check its own
         cores = self._alloc.take(job.cpus or self.cores_per_job)
         argv = self.command(job, self.runs_dir, len(cores))
+        env = {**child_env(len(cores)), **self._extra_env}
+        proc: subprocess.Popen | WarmProcess
         try:
-            proc = spawn(argv, r.log_path, {**child_env(len(cores)), **self._extra_env}, cores)
+            # warm members have one core: the thread caps their forkserver loaded torch, numpy and numba with
+            if self.warm and len(cores) == 1 and gpu_index is None and is_train_command(argv):
+                proc = start_warm(argv, r.log_path, env, cores)
+            else:
+                proc = spawn(argv, r.log_path, env, cores)
         except OSError as exc:
             self._alloc.release(cores)
             r.state, r.reason, r.started, r.ended = "failed", f"could not start: {exc}", time.time(), time.time()
@@ -384,6 +401,7 @@ class LocalLauncher:
         r.state, r.pid, r.cores, r.started = "running", proc.pid, cores, time.time()
         r.device = f"cuda:{gpu_index}" if gpu_index is not None else None
         where = f"core{'s' if len(cores) > 1 else ''} {','.join(map(str, cores))}" + (f", {r.device}" if r.device else "")
+        where += ", forked warm" if isinstance(proc, WarmProcess) else ""
         self._event(f"started {r.name} (pid {proc.pid}, {where}) log {r.log_path}")
 
     # -- ending ----------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from typing import Any
 from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
-from mission_gym.hardware import core_ids
+from mission_gym.hardware import core_ids, resolve_device
 from mission_gym.launch.distill_stage import distill_cut
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import LocalLauncher
@@ -53,6 +53,7 @@ from mission_gym.launch.restart_stage import drawn_restarts, restart_block
 from mission_gym.launch.scoring import describe_score, score_members
 from mission_gym.launch.starts_stage import due_blocks, find_stage_starts
 from mission_gym.launch.together import MemberTask, resolve_learner, train_members_together
+from mission_gym.launch.warm import prepare as prepare_warm_members
 from mission_gym.rundir.directory import (
     RunDir,
     check_run_name,
@@ -261,6 +262,8 @@ class PopulationRun:
     def _train(self) -> PopulationResult:
         """Every stage not yet recorded, in order (train, score, redraw, cut, clone, record), then the winner adopted."""
         done_cuts = self.state.setdefault("cuts", [])
+        if self.learner == "processes" and self.backend == "local" and self._on_cpu():
+            prepare_warm_members(compiled=self.config.compile_update)  # its imports overlap with what comes first
         active = [m["name"] for m in self.state["members"]]
         for i, (step, keep) in enumerate(stages(self.config)):
             if i < len(done_cuts):
@@ -480,10 +483,19 @@ class PopulationRun:
             summary=False,
             mps=self.mps,
             on_poll=self.progress.tick,
+            warm=self._on_cpu(),
         )
         records = launcher.run()
         self.stop_signal = launcher.stop_signal
         return records
+
+    def _on_cpu(self) -> bool:
+        """Whether the members train on CPU (then they are forked from a warm process: :mod:`~mission_gym.launch.
+        warm`)."""
+        try:
+            return resolve_device(self.config.device) == "cpu"
+        except ValueError:
+            return False
 
     def _score(self, names: list[str], step: int, final: bool) -> list[dict[str, Any]]:
         """A fresh evaluation of each member's model at a cut, or of its best and final models at the end
