@@ -44,7 +44,7 @@ from mission_gym.launch.resources import (
     tree_pids,
     tree_rss_mb,
 )
-from mission_gym.launch.warm import WarmProcess, is_train_command, start_warm
+from mission_gym.training.warm import WarmProcess, is_train_command, start_warm
 
 #: exit statuses of a child that stopped on SIGINT/SIGTERM (train_ppo's 130/143, or killed by the signal)
 INTERRUPTED_CODES = (130, 143, -signal.SIGINT, -signal.SIGTERM)
@@ -185,7 +185,7 @@ class LocalLauncher:
     :param mps: with more than one CUDA job at a time, serve them by a private MPS daemon (:mod:`mission_gym.launch.mps`)
     :param on_poll: called at every poll of the jobs (a population's progress line)
     :param warm: start each ``train_ppo`` job of one CPU core forked from one process that imported torch, SB3 and
-        Mission Gym once (:mod:`mission_gym.launch.warm`) instead of as a new interpreter: a population's members
+        Mission Gym once (:mod:`mission_gym.training.warm`) instead of as a new interpreter: a population's members
     """
 
     def __init__(

@@ -33,7 +33,7 @@ from typing import Any
 from rich.console import Console
 
 from mission_gym.config.yaml_io import ConfigError, dump_yaml, read_yaml, validate
-from mission_gym.hardware import core_ids, resolve_device
+from mission_gym.hardware import core_ids
 from mission_gym.launch.distill_stage import distill_cut
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.local import LocalLauncher
@@ -53,7 +53,6 @@ from mission_gym.launch.restart_stage import drawn_restarts, restart_block
 from mission_gym.launch.scoring import describe_score, score_members
 from mission_gym.launch.starts_stage import due_blocks, find_stage_starts
 from mission_gym.launch.together import MemberTask, resolve_learner, train_members_together
-from mission_gym.launch.warm import prepare as prepare_warm_members
 from mission_gym.rundir.directory import (
     RunDir,
     check_run_name,
@@ -66,6 +65,7 @@ from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.rundir.files import atomic_write_text, now, read_json, remove_stale_temps, write_json
 from mission_gym.rundir.lock import RunLock, lock_run
 from mission_gym.settings.schema import TrainConfig
+from mission_gym.training import warm
 from mission_gym.training.trainer import EXIT_SIGNAL, Trainer
 
 MEMBERS = "members"
@@ -262,8 +262,8 @@ class PopulationRun:
     def _train(self) -> PopulationResult:
         """Every stage not yet recorded, in order (train, score, redraw, cut, clone, record), then the winner adopted."""
         done_cuts = self.state.setdefault("cuts", [])
-        if self.learner == "processes" and self.backend == "local" and self._on_cpu():
-            prepare_warm_members(compiled=self.config.compile_update)  # its imports overlap with what comes first
+        if self.learner == "processes" and self.backend == "local" and warm.on_cpu(self.config.device):
+            warm.prepare(compiled=self.config.compile_update)  # its imports overlap with the first recording
         active = [m["name"] for m in self.state["members"]]
         for i, (step, keep) in enumerate(stages(self.config)):
             if i < len(done_cuts):
@@ -368,7 +368,9 @@ class PopulationRun:
         for m in failed:
             print(f"population: member {m} failed (exit {codes.get(m)}); see {self.members_dir / (m + '.log')}")
         alive = [m for m in names if m not in failed]
-        return (self._score(alive, step, final) if alive else []), failed, None
+        # a fresh evaluation of each member's model at a cut, or of its best and final models at the end
+        checkpoints = self.config.population.final_checkpoints
+        return (score_members(self.members_dir, alive, self.config, final, checkpoints) if alive else []), failed, None
 
     def _draw(self, n: int, step: int, restarts: dict[str, Any] | None = None) -> list[str]:
         """``n`` new members with the next seeds and recipes (member ``k`` takes ``variants[k % len(variants)]``, as
@@ -483,25 +485,11 @@ class PopulationRun:
             summary=False,
             mps=self.mps,
             on_poll=self.progress.tick,
-            warm=self._on_cpu(),
+            warm=warm.on_cpu(self.config.device),
         )
         records = launcher.run()
         self.stop_signal = launcher.stop_signal
         return records
-
-    def _on_cpu(self) -> bool:
-        """Whether the members train on CPU (then they are forked from a warm process: :mod:`~mission_gym.launch.
-        warm`)."""
-        try:
-            return resolve_device(self.config.device) == "cpu"
-        except ValueError:
-            return False
-
-    def _score(self, names: list[str], step: int, final: bool) -> list[dict[str, Any]]:
-        """A fresh evaluation of each member's model at a cut, or of its best and final models at the end
-        (:func:`~mission_gym.launch.scoring.score_members`)."""
-        pop = self.config.population
-        return score_members(self.members_dir, names, self.config, final, pop.final_checkpoints)
 
 
 def is_population_run(run: str | Path, runs_dir: str | Path) -> bool:

@@ -1,4 +1,5 @@
-"""Member processes forked from a warm process instead of started anew (the local launcher's ``warm`` jobs).
+"""Training processes forked from a warm process instead of started anew (the local launcher's ``warm`` jobs: a
+population's members).
 
 A population on CPU starts a ``train_ppo`` process for every member at every stage: the ``cpu`` preset's run starts
 14, a test of a population a handful, and each spends about 3.4 s (on an Intel Xeon with AVX-512) importing torch,
@@ -71,6 +72,16 @@ def prepare(compiled: bool = False) -> None:
     # launcher's pid for its guard
     with worker_thread_env():
         forkserver.ensure_running()
+
+
+def on_cpu(device: str) -> bool:
+    """Whether a run of ``device`` (``auto``, ``cpu``, ``cuda:1``) trains on CPU here: only such are forked warm."""
+    from mission_gym.hardware import resolve_device
+
+    try:
+        return resolve_device(device) == "cpu"
+    except ValueError:  # a CUDA device this machine lacks: the member says so itself
+        return False
 
 
 def is_train_command(argv: Sequence[str]) -> bool:
