@@ -262,7 +262,7 @@ class PopulationRun:
     def _train(self) -> PopulationResult:
         """Every stage not yet recorded, in order (train, score, redraw, cut, clone, record), then the winner adopted."""
         done_cuts = self.state.setdefault("cuts", [])
-        if self.learner == "processes" and self.backend == "local" and warm.on_cpu(self.config.device):
+        if self.learner == "processes" and self.backend == "local" and warm.applies(self.config.device):
             warm.prepare(compiled=self.config.compile_update)  # its imports overlap with the first recording
         active = [m["name"] for m in self.state["members"]]
         for i, (step, keep) in enumerate(stages(self.config)):
@@ -485,7 +485,7 @@ class PopulationRun:
             summary=False,
             mps=self.mps,
             on_poll=self.progress.tick,
-            warm=warm.on_cpu(self.config.device),
+            warm=warm.applies(self.config.device),
         )
         records = launcher.run()
         self.stop_signal = launcher.stop_signal

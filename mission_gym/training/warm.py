@@ -11,9 +11,9 @@ and numba with the thread caps of one (they read them as they load), a member wi
 
 The forkserver ends when the launcher does, ``kill -9`` included (:mod:`mission_gym.vec.forkserver_guard`, armed
 while it starts), and each member when the forkserver does: a member whose launcher died gets SIGTERM, saves a
-checkpoint and exits, as a process started anew does (:func:`mission_gym.launch.local.spawn`). Only CPU members are
-started so (a CUDA process must not be forked from one that may have touched the driver, and a GPU population
-trains in one process by default).
+checkpoint and exits, as a process started anew does (:func:`mission_gym.launch.local.spawn`). Only CPU members on
+Linux are started so (a CUDA process must not be forked from one that may have touched the driver, a GPU population
+trains in one process by default, and macOS's frameworks are not safe across a fork).
 """
 
 from __future__ import annotations
@@ -74,10 +74,13 @@ def prepare(compiled: bool = False) -> None:
         forkserver.ensure_running()
 
 
-def on_cpu(device: str) -> bool:
-    """Whether a run of ``device`` (``auto``, ``cpu``, ``cuda:1``) trains on CPU here: only such are forked warm."""
+def applies(device: str) -> bool:
+    """Whether runs of ``device`` (``auto``, ``cpu``, ``cuda:1``) are forked warm here: on Linux (where forking a
+    process that loaded torch is safe), on CPU."""
     from mission_gym.hardware import resolve_device
 
+    if not sys.platform.startswith("linux"):
+        return False
     try:
         return resolve_device(device) == "cpu"
     except ValueError:  # a CUDA device this machine lacks: the member says so itself
