@@ -37,7 +37,7 @@ TRAIN_MODULE = "mission_gym.scripts.train_ppo"
 #: ties it to the launcher): what a member's ``train_ppo`` imports before its first step
 PRELOAD = [
     "torch",
-    "torch._dynamo",  # Optimizer.step imports it at the first update: 1.1 s of the 3.4 s
+    "torch._dynamo",  # Optimizer.step imports it at the first update: 1.3 s of the 3.4 s
     "stable_baselines3",
     "mission_gym.scripts.cli",  # not train_ppo itself: `python -m` runs it afresh (runpy warns of one imported)
     "mission_gym.settings.command",
