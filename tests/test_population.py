@@ -366,6 +366,7 @@ def test_a_cut_can_give_the_members_that_carry_on_more_envs(tmp_path, learner, c
     assert code == 2 and "n_envs 3 x n_steps 64 is not a multiple of batch_size" in err
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="members are forked warm on Linux only")
 def test_members_on_a_core_each_are_forked_warm_and_train_as_a_new_process_does(tmp_path):
     from stable_baselines3 import PPO
 
