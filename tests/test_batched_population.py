@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import warm_cli
 from stable_baselines3 import PPO
 
 from mission_gym.config.yaml_io import read_yaml
@@ -22,7 +23,7 @@ CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
 
 
 def run_cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return warm_cli.run(CLI + args, cwd, timeout)
 
 
 def test_a_batched_population_cuts_clones_and_adopts_like_processes(tmp_path):

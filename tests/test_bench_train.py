@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 from mission_gym.scripts.bench import main
 
@@ -17,7 +18,7 @@ CliHere = Callable[..., tuple[int, str, str]]
 
 def run_bench(*args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--mode", "train", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return warm_cli.run(cmd)
 
 
 def test_train_sweep_writes_table_csv_and_plot(tmp_path: Path) -> None:

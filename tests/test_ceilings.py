@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import warm_cli
 
 from mission_gym.agents.lookahead import Lookahead, LookaheadBudget, lookahead_results
 from mission_gym.baselines import GreedyPolicy
@@ -143,14 +144,14 @@ def model(tmp_path_factory) -> Path:
     runs = tmp_path_factory.mktemp("runs")
     cmd = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "quick", "--timesteps", "1024",
            "--runs-dir", str(runs), "--run-name", "q", "--no-progress"]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    proc = warm_cli.run(cmd)
     assert proc.returncode == 0, proc.stderr
     return runs / "q"
 
 
 def _evaluate(args: list[str], tmp_path: Path) -> dict:
     out = tmp_path / "r.json"
-    proc = subprocess.run([*EVALUATE, *args, "--json", str(out)], capture_output=True, text=True, timeout=600)
+    proc = warm_cli.run([*EVALUATE, *args, "--json", str(out)], timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(out.read_text())
 

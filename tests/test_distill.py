@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import warm_cli
 from stable_baselines3.common.logger import KVWriter, Logger
 from together_fixtures import alone_then_together
 
@@ -112,7 +113,7 @@ CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
 
 
 def _cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return warm_cli.run(CLI + args, cwd, timeout)
 
 
 def _columns(path: Path) -> list[dict[str, str]]:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import warm_cli
 
 from mission_gym.rundir.directory import RunDir, vecnormalize_path
 
@@ -119,7 +120,7 @@ def fault_env(tmp_path: Path, **faults: str) -> dict[str, str]:
 def run_cli(
     args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    return warm_cli.run(CLI + args, cwd, timeout, env=env)
 
 
 def start_cli(args: list[str], cwd: Path, env: dict[str, str] | None = None, module: str = "") -> subprocess.Popen:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_cli
 
 from mission_gym.config.yaml_io import ConfigError, read_yaml
 from mission_gym.launch.members import member_seeds, stages
@@ -29,7 +30,7 @@ CARTPOLE += ["--eval-freq", "0", "--save-freq", "128", "--no-progress"]
 
 
 def run_cli(args: list[str], cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    return warm_cli.run(CLI + args, cwd, timeout)
 
 
 def test_population_config_is_checked():
@@ -377,10 +378,10 @@ def test_members_on_a_core_each_are_forked_warm_and_train_as_a_new_process_does(
     members = tmp_path / "runs" / "p" / "members"
     log = (members / "m0.log").read_text()
     assert log.startswith(f"$ {sys.executable} -m mission_gym.scripts.train_ppo --preset ") and "run " in log
-    # the member's own configuration trained by a process of its own: the same weights to the bit
-    solo = run_cli(
-        ["--preset", str(members / "m0.yaml"), "--run-name", "solo", "--num-threads", "1", "--no-progress"], tmp_path
-    )
+    # the member's own configuration trained by a new process (not forked warm as run_cli's are): the same weights to
+    # the bit
+    solo_args = ["--preset", str(members / "m0.yaml"), "--run-name", "solo", "--num-threads", "1", "--no-progress"]
+    solo = subprocess.run(CLI + solo_args, cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert solo.returncode == 0, solo.stdout + solo.stderr
     warm = PPO.load(members / "m0" / "final_model.zip").policy.state_dict()
     alone = PPO.load(tmp_path / "runs" / "solo" / "final_model.zip").policy.state_dict()

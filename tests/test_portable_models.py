@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import warm_cli
 from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.utils import ConstantSchedule
@@ -116,7 +117,7 @@ def test_mujoco_model_loads_with_plain_sb3_where_mission_gym_is_not_installed(tm
         "dummy", "--n-envs", "2", "--n-steps", "64", "--timesteps", "256", "--eval-freq", "0", "--save-freq", "0",
         "--eval-episodes", "1", "--run-name", "h", "--no-progress",
     ]  # fmt: skip
-    proc = subprocess.run(train, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = warm_cli.run(train, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     run = tmp_path / "runs" / "h"
     venv = tmp_path / "venv"

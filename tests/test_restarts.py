@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import warm_cli
 from together_fixtures import alone_then_together
 
 from mission_gym.baselines import GreedyPolicy
@@ -100,8 +101,8 @@ def test_a_run_restarts_from_states_and_logs_how_far_back(tmp_path: Path, states
         f"base: quick\ntimesteps: 4096\nn_envs: 16\nrestarts: {{states: {states_file}, share: 1.0, back: 10, step: 10, "
         "advance_at: 0.01, until: 3000}\n"
     )
-    proc = subprocess.run([sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", str(preset), "--run-name", "r",
-                           "--no-progress"], cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = warm_cli.run([sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", str(preset), "--run-name", "r",
+                         "--no-progress"], cwd=tmp_path, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(tmp_path / "runs" / "r" / "progress.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if r.get("restarts/back")]
@@ -117,8 +118,8 @@ def test_a_list_of_restarts_restarts_from_each_in_its_span_and_none_between(tmp_
         f"  - {{states: {states_file}, share: 1.0, back: 10, step: 10, advance_at: 0.01, until: 1500}}\n"
         f"  - {{states: {states_file}, share: 1.0, back: 50, step: 5, advance_at: 1.0, start: 2500, until: 4000}}\n"
     )
-    proc = subprocess.run([sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", str(preset), "--run-name", "r",
-                           "--no-progress"], cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = warm_cli.run([sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", str(preset), "--run-name", "r",
+                         "--no-progress"], cwd=tmp_path, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(tmp_path / "runs" / "r" / "progress.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -132,9 +133,9 @@ def test_a_cut_whose_draws_would_restart_from_a_best_that_won_nothing_draws_with
     so in one line and draws as it would without them."""
     pop = ("population={size: 2, cuts: [{at: 512, keep: 1, redraw_below: 0.5, redraws: 1, redraw_restarts: {share: 0.5}}], "
            "episodes: 4}")  # fmt: skip
-    proc = subprocess.run([sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "quick", "--timesteps", "1024",
-                           "--run-name", "p", "--hyperparams", pop, "--no-progress"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    proc = warm_cli.run([sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "quick", "--timesteps", "1024",
+                         "--run-name", "p", "--hyperparams", pop, "--no-progress"], cwd=tmp_path,
+                        timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no restarts for the draws" in proc.stdout and "m2 drawn" in proc.stdout
     drawn = (tmp_path / "runs" / "p" / "members" / "m2.yaml").read_text()
@@ -148,10 +149,10 @@ def test_record_states_tool_writes_a_states_file_or_says_in_one_line_why_not(tmp
     tool = Path(__file__).resolve().parent.parent / "tools" / "record_states.py"
     train = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "quick", "--timesteps", "1024", "--run-name",
              "q", "--no-progress"]  # fmt: skip
-    assert subprocess.run(train, cwd=tmp_path, capture_output=True, timeout=300).returncode == 0
+    assert warm_cli.run(train, cwd=tmp_path, timeout=300).returncode == 0
     out = tmp_path / "s.npz"
-    proc = subprocess.run([sys.executable, str(tool), "runs/q", str(out), "--games", "16"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = warm_cli.run([sys.executable, str(tool), "runs/q", str(out), "--games", "16"], cwd=tmp_path,
+                        timeout=300)  # fmt: skip
     if proc.returncode == 0:
         assert StartStates(out).to_end.size > 0 and "states of won games written" in proc.stdout
     else:
@@ -180,8 +181,8 @@ def test_states_of_another_scenario_are_refused_in_one_line(tmp_path: Path, stat
     preset = tmp_path / "p.yaml"
     preset.write_text(f"base: quick\ntimesteps: 2048\nenv_kwargs: {{scenario: {{attackers: {three}}}}}\n"
                       f"restarts: {{states: {states_file}, until: 1000}}\n")  # fmt: skip
-    proc = subprocess.run([sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", str(preset), "--run-name", "r",
-                           "--no-progress"], cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = warm_cli.run([sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", str(preset), "--run-name", "r",
+                         "--no-progress"], cwd=tmp_path, timeout=300)  # fmt: skip
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stdout + proc.stderr
     assert "another scenario" in proc.stderr and "restarts: null" in proc.stderr
     assert not (tmp_path / "runs" / "r").exists()  # refused before the run directory is made
@@ -230,10 +231,10 @@ def test_an_interrupted_run_resumes_with_the_late_restarts(tmp_path: Path, state
         f"  - {{states: {states_file}, share: 1.0, back: 50, step: 5, advance_at: 1.0, start: 2500, until: 4096}}\n"
     )
     train = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--no-progress"]
-    first = subprocess.run([*train, "--preset", str(preset), "--run-name", "r", "--stop-at", "2048"], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    first = warm_cli.run([*train, "--preset", str(preset), "--run-name", "r", "--stop-at", "2048"], cwd=tmp_path,
+                         timeout=300)  # fmt: skip
     assert first.returncode == 0, first.stdout + first.stderr
-    again = subprocess.run([*train, "--resume", "r"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    again = warm_cli.run([*train, "--resume", "r"], cwd=tmp_path, timeout=300)
     assert again.returncode == 0 and "resuming" in again.stdout, again.stdout + again.stderr
     with open(tmp_path / "runs" / "r" / "progress.csv", newline="") as f:
         back = {int(float(r["time/total_timesteps"])) - 1024: r.get("restarts/back") for r in csv.DictReader(f)}
@@ -315,7 +316,7 @@ def test_a_population_finds_its_own_starts_once_and_a_kill_while_it_records_resu
     proc.wait(timeout=60)
     assert not (run / "starts" / "restarts0.npz").exists()
     assert [p.name for p in (run / "starts").iterdir()] == [] if (run / "starts").exists() else True
-    again = subprocess.run([*TRAIN, "--resume", "p"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    again = warm_cli.run([*TRAIN, "--resume", "p"], cwd=tmp_path, timeout=600)
     assert again.returncode == 0, again.stdout + again.stderr
     assert again.stdout.count("finding the starts of restarts[0]") == 1
     assert again.stdout.count("finding the starts of restarts[1]") == 1

@@ -11,7 +11,6 @@ import json
 import os
 import pickle
 import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import warm_cli
 
 from mission_gym.config import read_yaml
 from mission_gym.rundir.directory import agent_file_path, weights_path
@@ -55,7 +55,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory with ``runs/q``, trained with ``--preset quick``."""
     root = tmp_path_factory.mktemp("safe")
     cmd = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "quick", "--run-name", "q", "--no-progress"]
-    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+    proc = warm_cli.run(cmd, cwd=root, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return root
 

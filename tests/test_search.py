@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 optuna = pytest.importorskip("optuna", reason="the search needs Optuna (pip install 'mission_gym[search]')")
 
@@ -59,7 +60,7 @@ def test_two_processes_share_one_study_and_the_best_trains_as_a_preset(tmp_path:
     assert best["learning_rate"] == pytest.approx(study.best_trial.params["learning_rate"])
     train = [sys.executable, "-m", "mission_gym.scripts.train_ppo", "--preset", "runs/cp/best.yaml", "--run-name", "b",
              "--timesteps", "128", "--eval-freq", "0", "--no-progress"]  # fmt: skip
-    proc = subprocess.run(train, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = warm_cli.run(train, cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert read_yaml(tmp_path / "runs" / "b" / "config.yaml")["n_epochs"] == best["n_epochs"]
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 from mission_gym.rundir.directory import RunDir
 from mission_gym.scripts.train_ppo import main
@@ -44,7 +45,7 @@ gym.register("Crashy-v0", entry_point=Crashy, max_episode_steps=500)
 def run_cli(
     args: list[str], cwd: Path, timeout: float = 120, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    return subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    return warm_cli.run(CLI + args, cwd, timeout, env=env)
 
 
 def start_cli(args: list[str], cwd: Path) -> subprocess.Popen:

@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import runpy
 import signal
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,7 +91,13 @@ def applies(device: str) -> bool:
 def is_train_command(argv: Sequence[str]) -> bool:
     """Whether ``argv`` is ``python -m mission_gym.scripts.train_ppo ...`` with this interpreter (what a warm
     member runs; any other command is started anew)."""
-    return len(argv) >= 3 and argv[0] == sys.executable and argv[1] == "-m" and argv[2] == TRAIN_MODULE
+    return is_module_command(argv) and argv[2] == TRAIN_MODULE
+
+
+def is_module_command(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is ``python -m mission_gym.<module> ...`` with this interpreter: a command :func:`fork` can
+    start."""
+    return len(argv) >= 3 and argv[0] == sys.executable and argv[1] == "-m" and argv[2].startswith("mission_gym.")
 
 
 class WarmProcess:
@@ -108,11 +115,12 @@ class WarmProcess:
             self.returncode = self._process.exitcode
         return self.returncode
 
-    def wait(self) -> int:
-        """Wait for it to end: its exit status."""
-        self._process.join()
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for it to end: its exit status (:class:`subprocess.TimeoutExpired` if it runs past ``timeout``)."""
+        self._process.join(timeout)
         rc = self.poll()
-        assert rc is not None  # joined
+        if rc is None:
+            raise subprocess.TimeoutExpired(f"forked {self._process.name}", timeout or 0.0)
         return rc
 
     def send_signal(self, sig: int) -> None:
@@ -130,29 +138,47 @@ def start_warm(argv: Sequence[str], log_path: Path, env: dict[str, str], cores: 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         log.write(f"$ {shlex.join(argv)}\n".encode())
+    return fork(argv, log_path, log_path, env, Path.cwd(), cores, name=f"member {log_path.stem}")
+
+
+def fork(
+    argv: Sequence[str],
+    stdout: Path,
+    stderr: Path,
+    env: dict[str, str],
+    cwd: Path,
+    cores: Sequence[int] | None = None,
+    name: str = "warm",
+) -> WarmProcess:
+    """Start ``python -m mission_gym.<module> args`` (``argv``) as a child of the forkserver that this process runs
+    (started on first use with the preload list set before), its output appended to ``stdout`` and ``stderr`` (one
+    file may be both), in ``cwd`` with ``env``, on ``cores`` (all of this process's when None)."""
+    assert is_module_command(argv), argv
     process = multiprocessing.get_context("forkserver").Process(
-        target=_member,
-        args=(list(argv[3:]), str(log_path), dict(env), os.getcwd(), list(cores or ())),
-        name=f"member {log_path.stem}",
+        target=_child,
+        args=(argv[2], list(argv[3:]), str(stdout), str(stderr), dict(env), str(cwd), list(cores or ())),
+        name=name,
         daemon=True,  # this process's exit ends it (SIGTERM: it saves a checkpoint) rather than waits for it
     )
     process.start()
     return WarmProcess(process)
 
 
-def _member(args: list[str], log_path: str, env: dict[str, str], cwd: str, cores: list[int]) -> None:
-    """A member in the forkserver's child: what :func:`mission_gym.launch.local.spawn` gives a new process (its own
-    session, output, directory, environment, signals, cores and thread caps), then ``train_ppo``'s main."""
+def _child(module: str, args: list[str], stdout: str, stderr: str, env: dict[str, str], cwd: str, cores: list[int]) -> None:
+    """In the forkserver's child: what :func:`mission_gym.launch.local.spawn` gives a new process (its own session,
+    output, directory, environment, signals, cores and thread caps), then the module's main as ``python -m`` runs
+    it."""
     os.setsid()  # a terminal's Ctrl-C reaches the launcher only; it forwards the signal
     multiprocessing.current_process().daemon = False  # it starts processes of its own (env workers, scorers)
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+    for fd, path in ((1, stdout), (2, stderr)):
+        opened = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(opened, fd)
+        os.close(opened)
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):  # as PYTHONUNBUFFERED does in a new process
             stream.reconfigure(line_buffering=True, write_through=True)
     os.chdir(cwd)
+    sys.path.insert(0, cwd)  # `python -m` puts its directory first
     os.environ.clear()
     os.environ.update(env)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
@@ -163,9 +189,9 @@ def _member(args: list[str], log_path: str, env: dict[str, str], cwd: str, cores
         arm()
     if cores and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, set(cores))
-    sys.argv = [TRAIN_MODULE, *args]
+    sys.argv = [module, *args]
     try:
-        runpy.run_module(TRAIN_MODULE, run_name="__main__", alter_sys=True)  # what `python -m` runs; it exits
+        runpy.run_module(module, run_name="__main__", alter_sys=True)  # what `python -m` runs; it exits
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -1,0 +1,67 @@
+"""The tests' commands run as the population runs its members: forked from a warm process that imported torch, SB3
+and Mission Gym once (:func:`mission_gym.training.warm.fork`), instead of a new interpreter that spends about 3.4 s
+importing them. Each command is still a process of its own, with its own session, directory, files and exit status,
+and ``python -m``'s main; the test that member weights match a new process's to the bit is in test_population.
+
+Tests about what a new process is (signals to a process group, what a process leaves behind, a process started
+with other environment variables or thread caps, every CLI's smoke test) start one with :mod:`subprocess`; off
+Linux every command does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from mission_gym.training import warm
+
+WARM = sys.platform.startswith("linux")
+_server_started = False
+
+
+def _start_server() -> None:
+    """This pytest worker's forkserver, once: it imports what a training command imports before its first step,
+    with this process's environment (no thread caps: a command here gets every core, as a new process would)."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    global _server_started
+    if not _server_started:
+        multiprocessing.get_context("forkserver").set_forkserver_preload(warm.PRELOAD)
+        forkserver.ensure_running()
+        _server_started = True
+
+
+def run(
+    argv: Sequence[str],
+    cwd: Path | str | None = None,
+    timeout: float = 300,
+    text: bool = True,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
+    """What ``subprocess.run(argv, cwd=cwd, capture_output=True, text=text, timeout=timeout, env=env)`` returns, the
+    command forked warm where it can be (``python -m mission_gym.<module>`` on Linux, with this process's
+    environment: variables such as thread caps are read as modules load, which the forkserver did before)."""
+    if env is not None or not (WARM and warm.is_module_command(argv)):
+        return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=text, timeout=timeout, env=env)
+    _start_server()
+    with tempfile.TemporaryDirectory(prefix="warm-cli-") as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        out.touch()
+        err.touch()
+        proc = warm.fork(argv, out, err, dict(os.environ), Path(cwd or Path.cwd()).resolve())
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # its session: the command and what it started
+            proc.wait()
+            raise subprocess.TimeoutExpired(list(argv), timeout, out.read_bytes(), err.read_bytes()) from None
+        stdout, stderr = out.read_bytes(), err.read_bytes()
+    if text:
+        return subprocess.CompletedProcess(list(argv), proc.returncode, stdout.decode(), stderr.decode())
+    return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
