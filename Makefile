@@ -17,6 +17,8 @@ RUN_ARGS ?=
 setup: $(STAMP)
 setup-dev: $(DEV_STAMP)
 
+# then the package's bytecode, once: pip compiles what it installs, not an editable install's source, and a process
+# started where Python may not write it (PYTHONDONTWRITEBYTECODE) would compile the package again each time
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -27,6 +29,7 @@ $(STAMP): pyproject.toml
 		$(BIN)/python -m pip install --quiet "$(TORCH_CPU)"; \
 	fi
 	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m compileall -q mission_gym
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)

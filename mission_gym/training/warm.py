@@ -1,5 +1,5 @@
 """Training processes forked from a warm process instead of started anew (the local launcher's ``warm`` jobs: a
-population's members).
+population's members; :func:`fork` also starts the test suite's commands).
 
 A population on CPU starts a ``train_ppo`` process for every member at every stage: the ``cpu`` preset's run starts
 14, a test of a population a handful, and each spends about 3.4 s (on an Intel Xeon with AVX-512) importing torch,
