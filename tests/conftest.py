@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's: `-p no:xdist` runs without it
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker more than this process's cores (``--maxprocesses`` caps it): most tests spend part of
     their time waiting for processes they started, which the extra worker fills."""
