@@ -10,6 +10,7 @@ Linux every command does.
 
 from __future__ import annotations
 
+import locale
 import os
 import signal
 import subprocess
@@ -62,6 +63,8 @@ def run(
             proc.wait()
             raise subprocess.TimeoutExpired(list(argv), timeout, out.read_bytes(), err.read_bytes()) from None
         stdout, stderr = out.read_bytes(), err.read_bytes()
-    if text:
-        return subprocess.CompletedProcess(list(argv), proc.returncode, stdout.decode(), stderr.decode())
+    if text:  # decoded as subprocess's text mode does: the locale's encoding, universal newlines
+        out_text, err_text = (b.decode(locale.getpreferredencoding(False)) for b in (stdout, stderr))
+        out_text, err_text = (t.replace("\r\n", "\n").replace("\r", "\n") for t in (out_text, err_text))
+        return subprocess.CompletedProcess(list(argv), proc.returncode, out_text, err_text)
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
