@@ -268,8 +268,8 @@ def test_population_runs_no_more_members_at_once_than_cores(tmp_path):
 
 
 def test_population_interrupt_then_resume(tmp_path, cli_here):
-    pop = "population={size: 2, cuts: [{at: 6000, keep: 1}], episodes: 2}"
-    args = [*CARTPOLE, "--timesteps", "12000", "--run-name", "p", "--hyperparams", pop]
+    pop = "population={size: 2, cuts: [{at: 3000, keep: 1}], episodes: 2}"
+    args = [*CARTPOLE, "--timesteps", "4000", "--run-name", "p", "--hyperparams", pop]
     proc = subprocess.Popen(CLI + args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     members = [RunDir(tmp_path / "runs" / "p" / "members" / m) for m in ("m0", "m1")]
     deadline = time.monotonic() + 120
@@ -282,7 +282,7 @@ def test_population_interrupt_then_resume(tmp_path, cli_here):
     assert proc.returncode == 130, out + err
     for m in members:  # on a loaded machine a member may reach the cut (and pause there) before the signal
         status = json.loads((m / "metadata.json").read_text())["status"]
-        assert status == "interrupted" or (status == "paused" and m.latest_checkpoint()[0] >= 6000), status
+        assert status == "interrupted" or (status == "paused" and m.latest_checkpoint()[0] >= 3000), status
     run = tmp_path / "runs" / "p"
     assert json.loads((run / "metadata.json").read_text())["status"] == "interrupted"
     assert json.loads((run / "population.json").read_text())["cuts"] == []
@@ -293,7 +293,7 @@ def test_population_interrupt_then_resume(tmp_path, cli_here):
     done = run_cli(["--resume", "p", "--no-progress"], tmp_path)  # members carry on from their checkpoints
     assert done.returncode == 0, done.stdout + done.stderr
     cut, end = json.loads((run / "population.json").read_text())["cuts"]
-    assert cut["step"] == 6000 and len(cut["kept"]) == 1 and end["best"]["member"] == cut["kept"][0]
+    assert cut["step"] == 3000 and len(cut["kept"]) == 1 and end["best"]["member"] == cut["kept"][0]
     for m in members:
         sessions = json.loads((m / "metadata.json").read_text())["sessions"]
         assert len(sessions) >= 2 and sessions[1]["start_timesteps"] == sessions[0]["end_timesteps"]
@@ -384,5 +384,25 @@ def test_members_on_a_core_each_are_forked_warm_and_train_as_a_new_process_does(
     solo = subprocess.run(CLI + solo_args, cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert solo.returncode == 0, solo.stdout + solo.stderr
     warm = PPO.load(members / "m0" / "final_model.zip").policy.state_dict()
+    alone = PPO.load(tmp_path / "runs" / "solo" / "final_model.zip").policy.state_dict()
+    assert all(torch.equal(warm[k], alone[k]) for k in warm)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 if hasattr(os, "sched_getaffinity") else True, reason="2 cores")
+def test_members_of_two_cores_are_forked_warm_and_train_as_a_new_process_does(tmp_path):
+    """Members of two cores each (their learner's torch threads and their env's numba threads set by the member, not
+    by the thread caps of one its forkserver loaded torch with) train as a new process on two cores does."""
+    from stable_baselines3 import PPO
+
+    pop = "population={size: 2, cuts: [], episodes: 2}"
+    args = ["--preset", "quick", "--timesteps", "512", "--run-name", "p", "--num-threads", "2", "--hyperparams", pop]
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("cores 0,1, forked warm) log") == 2, proc.stdout
+    members = tmp_path / "runs" / "p" / "members"
+    solo_args = ["--preset", str(members / "m1.yaml"), "--run-name", "solo", "--num-threads", "2", "--no-progress"]
+    solo = subprocess.run(CLI + solo_args, cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert solo.returncode == 0 and "(device cpu, 2 learner threads)" in solo.stdout, solo.stdout + solo.stderr
+    warm = PPO.load(members / "m1" / "final_model.zip").policy.state_dict()
     alone = PPO.load(tmp_path / "runs" / "solo" / "final_model.zip").policy.state_dict()
     assert all(torch.equal(warm[k], alone[k]) for k in warm)

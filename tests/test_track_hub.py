@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import warm_cli
 from stable_baselines3 import PPO
 
 from mission_gym.config import read_yaml
@@ -27,7 +27,7 @@ def tracked_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("track")
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(root / "wandb"), "WANDB_SILENT": "true"}
     args = ["--preset", "quick", "--run-name", "t", "--no-progress", "--track", "--wandb-project", "mg-tests"]
-    proc = subprocess.run([*TRAIN, *args], cwd=root, env=env, capture_output=True, text=True, timeout=180)
+    proc = warm_cli.run([*TRAIN, *args], root, timeout=180, env=env, env_read_as_it_runs=True)  # wandb reads them
     assert proc.returncode == 0, proc.stderr
     return root
 

@@ -44,18 +44,20 @@ def run(
     timeout: float = 300,
     text: bool = True,
     env: dict[str, str] | None = None,
+    env_read_as_it_runs: bool = False,
 ) -> subprocess.CompletedProcess:
     """What ``subprocess.run(argv, cwd=cwd, capture_output=True, text=text, timeout=timeout, env=env)`` returns, the
     command forked warm where it can be (``python -m mission_gym.<module>`` on Linux, with this process's
-    environment: variables such as thread caps are read as modules load, which the forkserver did before)."""
-    if env is not None or not (WARM and warm.is_module_command(argv)):
+    environment: variables such as thread caps are read as modules load, which the forkserver did before). With
+    ``env_read_as_it_runs`` (variables that only the command reads, e.g. wandb's), it is forked with ``env``."""
+    if (env is not None and not env_read_as_it_runs) or not (WARM and warm.is_module_command(argv)):
         return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=text, timeout=timeout, env=env)
     _start_server()
     with tempfile.TemporaryDirectory(prefix="warm-cli-") as tmp:
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
         out.touch()
         err.touch()
-        proc = warm.fork(argv, out, err, dict(os.environ), Path(cwd or Path.cwd()).resolve())
+        proc = warm.fork(argv, out, err, dict(os.environ if env is None else env), Path(cwd or Path.cwd()).resolve())
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:

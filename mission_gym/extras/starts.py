@@ -359,16 +359,18 @@ class GreedyProposal:
         return actions
 
 
-def worst_situation(predict: Any, env_kwargs: dict[str, Any], threads: int = 1) -> tuple[str, float] | None:
+def worst_situation(
+    predict: Any, env_kwargs: dict[str, Any], threads: int = 1, games: int = RANKING_GAMES
+) -> tuple[str, float] | None:
     """The situation (the defenders' modes, sorted and joined by ``+``) whose games ``predict``'s deterministic play
-    wins least, among :data:`RANKING_GAMES` record games (a situation needs :data:`RANKED_SHARE` of them), with its
-    win rate; None when the game has one situation only (its modes are not drawn)."""
+    wins least, among ``games`` record games (:data:`RANKING_GAMES`; a situation needs :data:`RANKED_SHARE` of them),
+    with its win rate; None when the game has one situation only (its modes are not drawn)."""
     from mission_gym.evaluation import evaluate_mission_blocks
 
-    seeds = [RECORD_SEED_BASE + k for k in range(RANKING_GAMES)]
+    seeds = [RECORD_SEED_BASE + k for k in range(games)]
     played = evaluate_mission_blocks(predict, len(seeds), 1, seeds, env_kwargs=env_kwargs, threads=threads)[0]
     rows = played.by_defender_modes
-    ranked = [(row["win_rate"], key) for key, row in rows.items() if row["episodes"] >= RANKED_SHARE * RANKING_GAMES]
+    ranked = [(row["win_rate"], key) for key, row in rows.items() if row["episodes"] >= RANKED_SHARE * games]
     if len(rows) < 2 or not ranked:
         return None
     rate, key = min(ranked)

@@ -385,8 +385,7 @@ class LocalLauncher:
         env = {**child_env(len(cores)), **self._extra_env}
         proc: subprocess.Popen | WarmProcess
         try:
-            # warm members have one core: the thread caps their forkserver loaded torch, numpy and numba with
-            if self.warm and len(cores) == 1 and gpu_index is None and is_train_command(argv):
+            if self.warm and gpu_index is None and is_train_command(argv):
                 proc = start_warm(argv, r.log_path, env, cores)
             else:
                 proc = spawn(argv, r.log_path, env, cores)

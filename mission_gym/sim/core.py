@@ -112,7 +112,8 @@ class MissionCore:
         actions = np.asarray(actions)
         if actions.shape != (self.n_envs, self.n_attackers):
             actions = actions.reshape(self.n_envs, self.n_attackers)
-        actions = actions.astype(np.int64, copy=False)
+        # C order whatever the caller built (a transposed or stacked array would compile the kernels a second time)
+        actions = np.ascontiguousarray(actions, dtype=np.int64)
         s = self.static
         arrays = (
             actions, self.u, self.ev, self.dm, self.wps, s.n_waypoints, self.kd, self.ka, self.rt, self.rsum, self.rng,

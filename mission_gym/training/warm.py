@@ -6,8 +6,9 @@ A population on CPU starts a ``train_ppo`` process for every member at every sta
 torch._dynamo, SB3 and Mission Gym before its first step. Here one process imports them once (multiprocessing's
 forkserver, its preload list) and each member is forked from it: the same ``train_ppo`` main with the same
 arguments, its own session, process group, log file, cores, thread caps and environment, the same files and the
-same exit status, started in a fraction of a second. A member of one core only: the forkserver loads torch, numpy
-and numba with the thread caps of one (they read them as they load), a member with more cores starts anew.
+same exit status, started in a fraction of a second. The forkserver loads torch and numpy with the thread caps of
+one (they read them as they load) and numba with a pool of the launcher's cores; a member of several cores sets its
+learner's torch threads and its env's numba threads itself, as a new process does.
 
 The forkserver ends when the launcher does, ``kill -9`` included (:mod:`mission_gym.vec.forkserver_guard`, armed
 while it starts), and each member when the forkserver does: a member whose launcher died gets SIGTERM, saves a
@@ -59,6 +60,7 @@ def prepare(compiled: bool = False) -> None:
     torch.compile needs too. Once per process: a later call does nothing."""
     from multiprocessing import forkserver
 
+    from mission_gym.hardware import core_ids
     from mission_gym.vec.subproc import FORKSERVER_GUARD, worker_thread_env
 
     global _prepared
@@ -69,9 +71,11 @@ def prepare(compiled: bool = False) -> None:
     multiprocessing.get_context("forkserver").set_forkserver_preload(
         [FORKSERVER_GUARD, *PRELOAD, *(COMPILE_PRELOAD if compiled else [])]
     )
-    # the forkserver's thread caps (1, a warm member's: torch, numpy and numba read them as they load) and the
-    # launcher's pid for its guard
+    # the forkserver's thread caps (1, a member of one core's: torch and numpy read them as they load) and the
+    # launcher's pid for its guard; numba's is its pool's size, so its cores (the launcher's) for a member of several:
+    # its native env sets the threads it steps on, and a member of one core steps on none of the pool's
     with worker_thread_env():
+        os.environ["NUMBA_NUM_THREADS"] = str(len(core_ids()))
         forkserver.ensure_running()
 
 
