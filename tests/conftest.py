@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,8 +12,9 @@ import pytest
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker more than this process's cores (``--maxprocesses`` caps it): most tests spend part of
     their time waiting for processes they started, which the extra worker fills."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cores + 1
+    from mission_gym.hardware import available_cores
+
+    return available_cores() + 1
 
 
 @pytest.fixture(autouse=True, scope="session")
