@@ -290,6 +290,37 @@ def test_the_situation_a_policy_loses_most_is_found_on_its_own_games() -> None:
     assert worst_situation(GreedyPolicy(make_config(None, None, None, one)), one, threads=2, games=games) is None
 
 
+def test_a_recording_of_the_games_a_policy_loses_plays_only_those(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``situation: lost``: the lookahead plays the first record games greedy's own play loses, and wins some of them;
+    a policy that loses none records an empty file (its block starts nothing)."""
+    import mission_gym.extras.starts as starts
+    from mission_gym.evaluation import evaluate_mission
+
+    config = make_config(None, None, None, {})
+    seeds = [starts.RECORD_SEED_BASE + k for k in range(starts.RANKING_GAMES)]
+    lost = [s for s, won in zip(seeds, evaluate_mission(GreedyPolicy(config), len(seeds), seeds).won) if not won][:24]
+    played: list[list[int]] = []
+    real = starts._record_lookahead
+    recorded = lambda p, blocks, *a: played.extend(s for _, s in blocks) or real(p, blocks, *a)  # noqa: E731
+    monkeypatch.setattr(starts, "_record_lookahead", recorded)
+    find = FindStarts(policy="greedy", games=24, lookahead="10,2,2,20", situation="lost")
+    (found,) = find_starts(find, tmp_path / "lost.npz", {}, 7, threads=2)
+    assert played == [lost] and found.games == 24 and f"24 of {len(seeds):,} games lost by its own play" in found.line()
+    with np.load(tmp_path / "lost.npz") as got:
+        assert found.won == len(set(got["game"].tolist())) > 0
+
+    class WinsAll:
+        def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+            raise AssertionError("not asked to play: it lost no game")
+
+    monkeypatch.setattr(starts, "_own_play", lambda *a: type("Played", (), {"won": [True] * len(seeds)})())
+    best = FindStarts(policy="best", games=4, situation="lost")
+    (none,) = find_starts(best, [starts.Owner(WinsAll(), tmp_path / "none.npz")], {}, 7, threads=2)
+    assert none.games == none.won == none.states == 0 and "no states" in none.line()
+    with np.load(tmp_path / "none.npz") as empty:
+        assert empty["game"].size == 0
+
+
 def test_a_population_finds_its_own_starts_once_and_a_kill_while_it_records_resumes_to_the_same_states(
     tmp_path: Path,
 ) -> None:

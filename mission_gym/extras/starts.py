@@ -359,17 +359,21 @@ class GreedyProposal:
         return actions
 
 
+def _own_play(predict: Any, env_kwargs: dict[str, Any], threads: int, games: int) -> Any:
+    """``predict``'s deterministic play of the first ``games`` record games (an evaluation result)."""
+    from mission_gym.evaluation import evaluate_mission_blocks
+
+    seeds = [RECORD_SEED_BASE + k for k in range(games)]
+    return evaluate_mission_blocks(predict, len(seeds), 1, seeds, env_kwargs=env_kwargs, threads=threads)[0]
+
+
 def worst_situation(
     predict: Any, env_kwargs: dict[str, Any], threads: int = 1, games: int = RANKING_GAMES
 ) -> tuple[str, float] | None:
     """The situation (the defenders' modes, sorted and joined by ``+``) whose games ``predict``'s deterministic play
     wins least, among ``games`` record games (:data:`RANKING_GAMES`; a situation needs :data:`RANKED_SHARE` of them),
     with its win rate; None when the game has one situation only (its modes are not drawn)."""
-    from mission_gym.evaluation import evaluate_mission_blocks
-
-    seeds = [RECORD_SEED_BASE + k for k in range(games)]
-    played = evaluate_mission_blocks(predict, len(seeds), 1, seeds, env_kwargs=env_kwargs, threads=threads)[0]
-    rows = played.by_defender_modes
+    rows = _own_play(predict, env_kwargs, threads, games).by_defender_modes
     ranked = [(row["win_rate"], key) for key, row in rows.items() if row["episodes"] >= RANKED_SHARE * games]
     if len(rows) < 2 or not ranked:
         return None
@@ -430,13 +434,24 @@ def find_starts(
     if not isinstance(owners, list):
         greedy = GreedyProposal(MissionVecEnv(1, **env_kwargs).core.config, find.noise, seed)
         owners = [Owner(greedy, owners)]
-    worst = [
-        worst_situation(lambda o, p=o.policy: p.predict(o, deterministic=True), env_kwargs, threads)
-        if find.situation == "worst"
-        else None
-        for o in owners
-    ]
-    blocks = [(o.out, record_seeds(find.games, env_kwargs, w[0] if w else None)) for o, w in zip(owners, worst)]
+    worst: list[tuple[str, float | None] | None] = [None] * len(owners)
+    blocks = []
+    for k, o in enumerate(owners):
+        own = lambda obs, p=o.policy: p.predict(obs, deterministic=True)  # noqa: E731
+        if find.situation == "lost":  # the first games of the ranking games its own play loses
+            played = _own_play(own, env_kwargs, threads, max(find.games, RANKING_GAMES))
+            lost = [RECORD_SEED_BASE + g for g, won in enumerate(played.won) if not won][: find.games]
+            worst[k] = (f"{len(lost)} of {len(played.won):,} games lost by its own play", None)
+            blocks.append((o.out, lost))
+            continue
+        ranked = worst_situation(own, env_kwargs, threads) if find.situation == "worst" else None
+        worst[k] = ranked
+        blocks.append((o.out, record_seeds(find.games, env_kwargs, ranked[0] if ranked else None)))
+    if not any(seeds for _, seeds in blocks):  # it lost none: nothing to record, each block starts afresh
+        for out, _ in blocks:
+            _Taken(MissionVecEnv(1, **env_kwargs).core).write(out, empty_ok=True)
+        return [Found(block, step, find.describe(o.whose), 0, 0, 0, time.perf_counter() - t0, threads, w[0] if w else None)
+                for o, w in zip(owners, worst)]  # fmt: skip
     both = _Grouped([o.policy for o in owners])
     if len(owners) == 1:
         one = owners[0].policy
@@ -454,6 +469,6 @@ def find_starts(
     for o, w, n, (out, seeds) in zip(owners, worst, saved, blocks):
         with np.load(out) as data:
             won = len(set(data["game"].tolist()))
-        situation = f"{w[0]}, won {100 * w[1]:.0f}% by its own play" if w else None
+        situation = (w[0] if w[1] is None else f"{w[0]}, won {100 * w[1]:.0f}% by its own play") if w else None
         found.append(Found(block, step, find.describe(o.whose), len(seeds), won, n, seconds, threads, situation))
     return found

@@ -79,8 +79,10 @@ class FindStarts(_Strict):
         default_factory=LookaheadBudget, description="the lookahead's budget; null: the policy's own deterministic play"
     )
     games: int = Field(256, ge=1, description="games played")
-    situation: Literal["all", "worst"] = Field(
-        "all", description="worst: only games of the situation (the defenders' modes) the policy's own play loses most"
+    situation: Literal["all", "worst", "lost"] = Field(
+        "all",
+        description="worst: only games of the situation (the defenders' modes) the policy's own play loses most; lost: "
+        "only games its own play loses (the first `games` of 1,000 or more), in every situation",
     )
     noise: float = Field(0.2, ge=0, le=1, description="greedy: the share of its commands drawn at random in a sampled play")
     every: int = Field(5, ge=1, description="a state kept every this many steps of each won game")
@@ -91,7 +93,7 @@ class FindStarts(_Strict):
         who = f"greedy (noise {self.noise:g})" if self.policy == "greedy" else whose
         how = f"the lookahead ({self.lookahead.text()}) over {who}" if self.lookahead else f"{who}'s own play"
         each = " each" if self.policy == "own" else ""
-        where = " of the situation it loses most" if self.situation == "worst" else ""
+        where = {"worst": " of the situation it loses most", "lost": " of those it loses"}.get(self.situation, "")
         return f"{how}, {self.games:,} games{each}{where}"
 
 
