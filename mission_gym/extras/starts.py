@@ -440,9 +440,9 @@ def find_starts(
         own = lambda obs, p=o.policy: p.predict(obs, deterministic=True)  # noqa: E731
         if find.situation == "lost":  # the first games of the ranking games its own play loses
             played = _own_play(own, env_kwargs, threads, max(find.games, RANKING_GAMES))
-            lost = [RECORD_SEED_BASE + g for g, won in enumerate(played.won) if not won][: find.games]
-            worst[k] = (f"{len(lost)} of {len(played.won):,} games lost by its own play", None)
-            blocks.append((o.out, lost))
+            lost = [RECORD_SEED_BASE + g for g, won in enumerate(played.won) if not won]
+            worst[k] = (f"{len(lost):,} of {len(played.won):,} games lost by its own play", None)
+            blocks.append((o.out, lost[: find.games]))
             continue
         ranked = worst_situation(own, env_kwargs, threads) if find.situation == "worst" else None
         worst[k] = ranked
