@@ -434,24 +434,24 @@ def find_starts(
     if not isinstance(owners, list):
         greedy = GreedyProposal(MissionVecEnv(1, **env_kwargs).core.config, find.noise, seed)
         owners = [Owner(greedy, owners)]
-    worst: list[tuple[str, float | None] | None] = [None] * len(owners)
+    where: list[str | None] = []  # which games each owner's recording plays, for the log
     blocks = []
-    for k, o in enumerate(owners):
+    for o in owners:
         own = lambda obs, p=o.policy: p.predict(obs, deterministic=True)  # noqa: E731
         if find.situation == "lost":  # the first games of the ranking games its own play loses
             played = _own_play(own, env_kwargs, threads, max(find.games, RANKING_GAMES))
             lost = [RECORD_SEED_BASE + g for g, won in enumerate(played.won) if not won]
-            worst[k] = (f"{len(lost):,} of {len(played.won):,} games lost by its own play", None)
+            where.append(f"{len(lost):,} of {len(played.won):,} games lost by its own play")
             blocks.append((o.out, lost[: find.games]))
             continue
         ranked = worst_situation(own, env_kwargs, threads) if find.situation == "worst" else None
-        worst[k] = ranked
+        where.append(f"{ranked[0]}, won {100 * ranked[1]:.0f}% by its own play" if ranked else None)
         blocks.append((o.out, record_seeds(find.games, env_kwargs, ranked[0] if ranked else None)))
     if not any(seeds for _, seeds in blocks):  # it lost none: nothing to record, each block starts afresh
         for out, _ in blocks:
             _Taken(MissionVecEnv(1, **env_kwargs).core).write(out, empty_ok=True)
-        return [Found(block, step, find.describe(o.whose), 0, 0, 0, time.perf_counter() - t0, threads, w[0] if w else None)
-                for o, w in zip(owners, worst)]  # fmt: skip
+        seconds = time.perf_counter() - t0
+        return [Found(block, step, find.describe(o.whose), 0, 0, 0, seconds, threads, w) for o, w in zip(owners, where)]
     both = _Grouped([o.policy for o in owners])
     if len(owners) == 1:
         one = owners[0].policy
@@ -466,9 +466,8 @@ def find_starts(
         saved = _record_plays(deterministic, blocks, env_kwargs, find.every, threads, True)
     seconds = time.perf_counter() - t0
     found = []
-    for o, w, n, (out, seeds) in zip(owners, worst, saved, blocks):
+    for o, w, n, (out, seeds) in zip(owners, where, saved, blocks):
         with np.load(out) as data:
             won = len(set(data["game"].tolist()))
-        situation = (w[0] if w[1] is None else f"{w[0]}, won {100 * w[1]:.0f}% by its own play") if w else None
-        found.append(Found(block, step, find.describe(o.whose), len(seeds), won, n, seconds, threads, situation))
+        found.append(Found(block, step, find.describe(o.whose), len(seeds), won, n, seconds, threads, w))
     return found
