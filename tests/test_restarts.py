@@ -314,7 +314,7 @@ def test_a_recording_of_the_games_a_policy_loses_plays_only_those(tmp_path: Path
         def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
             raise AssertionError("not asked to play: it lost no game")
 
-    monkeypatch.setattr(starts, "_own_play", lambda *a: type("Played", (), {"won": [True] * len(seeds)})())
+    monkeypatch.setattr(starts, "lost_seeds", lambda *a, **k: [])
     best = FindStarts(policy="best", games=4, situation="lost")
     (none,) = find_starts(best, [starts.Owner(WinsAll(), tmp_path / "none.npz")], {}, 7, threads=2)
     assert none.games == none.won == none.states == 0 and "no states" in none.line()

@@ -78,16 +78,18 @@ def record_seeds(games: int, env_kwargs: dict[str, Any], situation: str | None =
     return situation_seeds(situation, games, env_kwargs, base=RECORD_SEED_BASE)
 
 
-def lost_seeds(predict: Any, seeds: list[int], env_kwargs: dict[str, Any], threads: int = 1) -> list[int]:
+def lost_seeds(
+    predict: Any, seeds: list[int], env_kwargs: dict[str, Any], threads: int = 1, none_ok: bool = False
+) -> list[int]:
     """The seeds among ``seeds`` whose game ``predict`` loses.
 
-    :raises ConfigError: when it loses none
+    :raises ConfigError: when it loses none (unless ``none_ok``)
     """
     from mission_gym.evaluation import evaluate_mission_blocks
 
     played = evaluate_mission_blocks(predict, len(seeds), 1, seeds, env_kwargs=env_kwargs, threads=threads)[0]
     lost = [seed for seed, won in zip(seeds, played.won) if not won]
-    if not lost:
+    if not lost and not none_ok:
         raise ConfigError(f"record_states --lost-only: the agent won all {len(seeds)} games; play more (--games)")
     return lost
 
@@ -439,9 +441,9 @@ def find_starts(
     for o in owners:
         own = lambda obs, p=o.policy: p.predict(obs, deterministic=True)  # noqa: E731
         if find.situation == "lost":  # the first games of the ranking games its own play loses
-            played = _own_play(own, env_kwargs, threads, max(find.games, RANKING_GAMES))
-            lost = [RECORD_SEED_BASE + g for g, won in enumerate(played.won) if not won]
-            where.append(f"{len(lost):,} of {len(played.won):,} games lost by its own play")
+            ranking = record_seeds(max(find.games, RANKING_GAMES), env_kwargs)
+            lost = lost_seeds(own, ranking, env_kwargs, threads, none_ok=True)
+            where.append(f"{len(lost):,} of {len(ranking):,} games lost by its own play")
             blocks.append((o.out, lost[: find.games]))
             continue
         ranked = worst_situation(own, env_kwargs, threads) if find.situation == "worst" else None
