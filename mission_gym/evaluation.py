@@ -264,28 +264,35 @@ def evaluate_gym(
     seeds: list[int] | None = None,
     policy_name: str = "model",
     env_kwargs: dict[str, Any] | None = None,
+    make_env: Callable[[], Any] | None = None,
 ) -> EvalResult:
-    """Play ``n_episodes`` of any Gymnasium id one after another (episode k on seed ``seeds[k]``)."""
-    import gymnasium as gym
+    """Play ``n_episodes`` of any Gymnasium id one after another (episode k on seed ``seeds[k]``), each episode's
+    return and length as SB3's ``Monitor`` under the env's wrappers records them (a wrapper that clips rewards or
+    ends an episode at a lost life does not change the task's own score), as rl-baselines3-zoo evaluates.
 
+    :param predict: maps an observation batch of one (a Dict observation: a dict of such batches) to actions
+    :param make_env: builds a one-env SB3 ``VecEnv`` as training sees the task (its wrappers and frame stack:
+        :func:`mission_gym.vec.factory.make_eval_env`); default ``gym.make(env_id, **env_kwargs)`` under a ``Monitor``
+    """
     seeds = seeds if seeds is not None else held_out_seeds(n_episodes)
-    env = gym.make(env_id, **(env_kwargs or {}))
+    if make_env is None:
+        make_env = _plain_env(env_id, env_kwargs or {})
+    venv = make_env()
     returns: list[float] = []
     lengths: list[int] = []
     try:
         for seed in seeds[:n_episodes]:
-            obs, _ = env.reset(seed=seed)
-            total, steps, done = 0.0, 0, False
-            while not done:
-                action = predict(obs[None])[0]
-                obs, reward, terminated, truncated, _ = env.step(action)
-                total += float(reward)
-                steps += 1
-                done = terminated or truncated
-            returns.append(total)
-            lengths.append(steps)
+            venv.seed(seed)
+            obs = venv.reset()
+            while True:
+                obs, _, _, infos = venv.step(predict(obs))
+                episode = infos[0].get("episode")
+                if episode is not None:
+                    returns.append(float(episode["r"]))
+                    lengths.append(int(episode["l"]))
+                    break
     finally:
-        env.close()
+        venv.close()
     return EvalResult(
         env_id=env_id,
         policy=policy_name,
@@ -296,3 +303,16 @@ def evaluate_gym(
         mean_length=float(np.mean(lengths)),
         returns=returns,
     )
+
+
+def _plain_env(env_id: str, env_kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """A maker of one ``gym.make`` env under SB3's ``Monitor`` in a ``DummyVecEnv``."""
+
+    def make() -> Any:
+        import gymnasium as gym
+        from stable_baselines3.common.monitor import Monitor
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        return DummyVecEnv([lambda: Monitor(gym.make(env_id, **env_kwargs))])
+
+    return make

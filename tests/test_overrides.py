@@ -15,7 +15,10 @@ from mission_gym.settings.presets import load_preset
 
 
 def resolve(*argv: str) -> tuple[object, list[str]]:
-    return config_from_args(build_parser().parse_args(list(argv)))
+    """The configuration and the notes about the given settings (those that say which recipe and size a tier
+    chose are tested in test_recipes.py)."""
+    config, notes = config_from_args(build_parser().parse_args(list(argv)))
+    return config, [n for n in notes if not n.startswith(("recipe ", "size: "))]
 
 
 def test_zoo_colon_form_sets_settings_and_ppo_arguments() -> None:

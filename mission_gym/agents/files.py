@@ -43,12 +43,13 @@ class NormStats:
     :param clip_reward: the same for rewards
     :param epsilon: added to the variance
     :param gamma: the discount of the reward statistics
-    :param obs_mean: observation mean, the observation's shape
-    :param obs_var: observation variance
-    :param obs_count: observations counted
+    :param obs_mean: observation mean, the observation's shape (a Dict observation: per normalised key)
+    :param obs_var: observation variance (the same)
+    :param obs_count: observations counted (the same)
     :param ret_mean: discounted return mean
     :param ret_var: its variance
     :param ret_count: returns counted
+    :param norm_obs_keys: the keys of a Dict observation that are normalised (None: a Box observation)
     """
 
     norm_obs: bool
@@ -57,54 +58,87 @@ class NormStats:
     clip_reward: float
     epsilon: float
     gamma: float
-    obs_mean: np.ndarray
-    obs_var: np.ndarray
-    obs_count: float
+    obs_mean: Any
+    obs_var: Any
+    obs_count: Any
     ret_mean: float
     ret_var: float
     ret_count: float
+    norm_obs_keys: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, vecnorm: Any) -> NormStats:
-        """The statistics of a ``VecNormalize`` (of observations in a ``Box``).
+        """The statistics of a ``VecNormalize`` (of observations in a ``Box``, or of a Dict's keys).
 
         :raises ConfigError: for anything else (an unpickled file may hold any object)
         """
         from stable_baselines3.common.running_mean_std import RunningMeanStd
         from stable_baselines3.common.vec_env import VecNormalize
 
-        if not isinstance(vecnorm, VecNormalize) or not isinstance(vecnorm.obs_rms, RunningMeanStd):
-            raise ConfigError(f"expected VecNormalize statistics of a Box observation, got a {type(vecnorm).__name__}")
+        if not isinstance(vecnorm, VecNormalize):
+            raise ConfigError(f"expected VecNormalize statistics, got a {type(vecnorm).__name__}")
         obs, ret = vecnorm.obs_rms, vecnorm.ret_rms
-        return cls(
-            bool(vecnorm.norm_obs), bool(vecnorm.norm_reward), float(vecnorm.clip_obs), float(vecnorm.clip_reward),
-            float(vecnorm.epsilon), float(vecnorm.gamma), np.asarray(obs.mean, dtype=np.float64),
-            np.asarray(obs.var, dtype=np.float64), float(obs.count), float(ret.mean), float(ret.var), float(ret.count),
-        )  # fmt: skip
+        settings = (bool(vecnorm.norm_obs), bool(vecnorm.norm_reward), float(vecnorm.clip_obs), float(vecnorm.clip_reward),
+                    float(vecnorm.epsilon), float(vecnorm.gamma))  # fmt: skip
+        returns = (float(ret.mean), float(ret.var), float(ret.count))
+        if isinstance(obs, dict) and all(isinstance(v, RunningMeanStd) for v in obs.values()):
+            keys = tuple(vecnorm.norm_obs_keys or obs)
+            mean = {k: np.asarray(obs[k].mean, dtype=np.float64) for k in keys}
+            var = {k: np.asarray(obs[k].var, dtype=np.float64) for k in keys}
+            return cls(*settings, mean, var, {k: float(obs[k].count) for k in keys}, *returns, norm_obs_keys=keys)
+        if not isinstance(obs, RunningMeanStd):
+            raise ConfigError(f"expected VecNormalize statistics of a Box or Dict observation, got {type(obs).__name__}")
+        mean, var = np.asarray(obs.mean, dtype=np.float64), np.asarray(obs.var, dtype=np.float64)
+        return cls(*settings, mean, var, float(obs.count), *returns)
 
-    def normalize(self, obs: np.ndarray) -> np.ndarray:
-        """Observations as the policy saw them in training."""
+    def normalize(self, obs: Any) -> Any:
+        """Observations as the policy saw them in training (a Dict's normalised keys; its others as they are)."""
         if not self.norm_obs:
             return obs
+        if self.norm_obs_keys is not None:
+            out = dict(obs)
+            for k in self.norm_obs_keys:
+                out[k] = normalized(np.asarray(obs[k]), self.obs_mean[k], self.obs_var[k], self.epsilon, self.clip_obs)
+            return out
         return normalized(obs, self.obs_mean, self.obs_var, self.epsilon, self.clip_obs)
 
     def to_dict(self) -> dict[str, Any]:
+        def running(mean: np.ndarray, var: np.ndarray, count: float) -> dict[str, Any]:
+            return {"mean": mean.ravel().tolist(), "var": var.ravel().tolist(), "count": count}
+
+        if self.norm_obs_keys is not None:
+            obs_rms: dict[str, Any] = {
+                k: running(self.obs_mean[k], self.obs_var[k], self.obs_count[k]) for k in self.norm_obs_keys
+            }
+        else:
+            obs_rms = running(self.obs_mean, self.obs_var, self.obs_count)
         return {
             "norm_obs": self.norm_obs, "norm_reward": self.norm_reward, "clip_obs": self.clip_obs,
-            "clip_reward": self.clip_reward, "epsilon": self.epsilon, "gamma": self.gamma,
-            "obs_rms": {"mean": self.obs_mean.ravel().tolist(), "var": self.obs_var.ravel().tolist(), "count": self.obs_count},
+            "clip_reward": self.clip_reward, "epsilon": self.epsilon, "gamma": self.gamma, "obs_rms": obs_rms,
             "ret_rms": {"mean": self.ret_mean, "var": self.ret_var, "count": self.ret_count},
+            **({"norm_obs_keys": list(self.norm_obs_keys)} if self.norm_obs_keys is not None else {}),
         }  # fmt: skip
 
-    def shaped(self, shape: tuple[int, ...], source: str) -> NormStats:
-        """These statistics with the observation's shape (the file holds them flat).
+    def shaped(self, space: Any, source: str) -> NormStats:
+        """These statistics with the shapes of the observation space ``space`` (the file holds them flat).
 
-        :raises ConfigError: when they do not fit an observation of ``shape``
+        :raises ConfigError: when they do not fit it
         """
-        size = int(np.prod(shape))
-        if self.obs_mean.size != size or self.obs_var.size != size:
-            raise ConfigError(f"{source}: observation statistics of {self.obs_mean.size} values do not fit the env's {shape}")
-        return replace(self, obs_mean=self.obs_mean.reshape(shape), obs_var=self.obs_var.reshape(shape))
+        from gymnasium import spaces
+
+        def one(mean: np.ndarray, var: np.ndarray, shape: tuple[int, ...], what: str) -> tuple[np.ndarray, np.ndarray]:
+            size = int(np.prod(shape))
+            if mean.size != size or var.size != size:
+                raise ConfigError(f"{source}: observation statistics of {mean.size} values do not fit the env's {what}{shape}")
+            return mean.reshape(shape), var.reshape(shape)
+
+        if self.norm_obs_keys is None:
+            mean, var = one(self.obs_mean, self.obs_var, tuple(space.shape or ()), "")
+            return replace(self, obs_mean=mean, obs_var=var)
+        if not isinstance(space, spaces.Dict) or any(k not in space.spaces for k in self.norm_obs_keys):
+            raise ConfigError(f"{source}: statistics of the keys {list(self.norm_obs_keys)} do not fit the env's {space}")
+        pairs = {k: one(self.obs_mean[k], self.obs_var[k], tuple(space[k].shape or ()), f"{k!r} ") for k in self.norm_obs_keys}
+        return replace(self, obs_mean={k: p[0] for k, p in pairs.items()}, obs_var={k: p[1] for k, p in pairs.items()})
 
 
 class _Strict(BaseModel):
@@ -124,8 +158,9 @@ class _Normalize(_Strict):
     clip_reward: float = Field(gt=0)
     epsilon: float = Field(gt=0)
     gamma: float
-    obs_rms: _Running
+    obs_rms: _Running | dict[str, _Running]
     ret_rms: _Running
+    norm_obs_keys: list[str] | None = None
 
 
 class _AgentFile(_Strict):
@@ -142,6 +177,8 @@ class _AgentFile(_Strict):
     activation: Any
     ortho_init: Any
     hyperparams: Any
+    env_wrapper: Any = None
+    frame_stack: Any = None
 
 
 @dataclass(frozen=True)
@@ -181,15 +218,25 @@ def read_agent_file(path: str | Path) -> AgentFile:
     if data.get("version") != VERSION:
         raise ConfigError(f"{source}: agent file version {data.get('version')!r}; this Mission Gym reads version {VERSION}")
     checked = validate(_AgentFile, data, source)
-    spec = AgentSpec.from_config({k: data[k] for k in (*SPEC_FIELDS, "hyperparams")}, source)
+    spec = AgentSpec.from_config({k: data[k] for k in (*SPEC_FIELDS, "hyperparams") if k in data}, source)
     stats = None
     if checked.normalize is not None:
         n = checked.normalize
-        stats = NormStats(
-            n.norm_obs, n.norm_reward, n.clip_obs, n.clip_reward, n.epsilon, n.gamma,
-            np.asarray(n.obs_rms.mean, dtype=np.float64), np.asarray(n.obs_rms.var, dtype=np.float64), n.obs_rms.count,
-            float(np.asarray(n.ret_rms.mean)), float(np.asarray(n.ret_rms.var)), n.ret_rms.count,
-        )  # fmt: skip
+        settings = (n.norm_obs, n.norm_reward, n.clip_obs, n.clip_reward, n.epsilon, n.gamma)
+        returns = (float(np.asarray(n.ret_rms.mean)), float(np.asarray(n.ret_rms.var)), n.ret_rms.count)
+        if isinstance(n.obs_rms, dict):
+            keys = tuple(n.norm_obs_keys or n.obs_rms)
+            if set(keys) != set(n.obs_rms):
+                raise ConfigError(
+                    f"{source}: normalize.norm_obs_keys {list(keys)} are not the keys of obs_rms {list(n.obs_rms)}"
+                )
+            rms = n.obs_rms
+            mean = {k: np.asarray(rms[k].mean, dtype=np.float64) for k in keys}
+            var = {k: np.asarray(rms[k].var, dtype=np.float64) for k in keys}
+            stats = NormStats(*settings, mean, var, {k: rms[k].count for k in keys}, *returns, norm_obs_keys=keys)
+        else:
+            mean, var = np.asarray(n.obs_rms.mean, dtype=np.float64), np.asarray(n.obs_rms.var, dtype=np.float64)
+            stats = NormStats(*settings, mean, var, n.obs_rms.count, *returns)
     return AgentFile(spec, stats, checked.timesteps)
 
 

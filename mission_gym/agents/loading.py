@@ -25,10 +25,10 @@ import numpy as np
 
 from mission_gym import ENV_ID
 from mission_gym.agents.files import NormStats, load_weights, read_agent_file, read_weights
-from mission_gym.agents.spec import rebuild_policy
+from mission_gym.agents.spec import AgentSpec, rebuild_policy
 from mission_gym.config.yaml_io import ConfigError, read_yaml
 from mission_gym.rundir.directory import RunDir, agent_file_path, resolve_run_dir, vecnormalize_path, weights_path
-from mission_gym.vec.factory import probe_spaces
+from mission_gym.vec.factory import policy_space, probe_spaces
 
 MODEL_CHOICE = ("best_model.zip", "final_model.zip")  # a run's model, in order of preference
 READ_ATTEMPTS = 3  # times a model is looked for when its files vanish while being read
@@ -60,6 +60,8 @@ class Agent:
     :param config: the run's resolved configuration (empty for a model outside a run)
     :param timesteps: env steps it was trained for
     :param safe: loaded from the safe files (nothing unpickled)
+    :param spec: its description (the env's wrappers and frame stack among it); None for a model outside a run
+        loaded from pickles
     """
 
     policy: Any
@@ -70,6 +72,7 @@ class Agent:
     config: dict[str, Any] = field(default_factory=dict)
     timesteps: int = 0
     safe: bool = True
+    spec: AgentSpec | None = None
 
     @property
     def observation_space(self) -> Any:
@@ -86,10 +89,11 @@ class Agent:
     def predict(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """Actions for one observation or a batch.
 
-        :param obs: raw env observations, ``obs_shape`` or ``(n, *obs_shape)``
+        :param obs: raw env observations, ``obs_shape`` or ``(n, *obs_shape)`` (a Dict observation: a dict of them)
         :param deterministic: the most likely action instead of a sample
         """
-        actions, _ = self.policy.predict(self.normalize(np.asarray(obs)), deterministic=deterministic)
+        obs = obs if isinstance(obs, dict) else np.asarray(obs)
+        actions, _ = self.policy.predict(self.normalize(obs), deterministic=deterministic)
         return actions
 
 
@@ -187,11 +191,11 @@ def _load_safe(model_path: Path, config: dict[str, Any]) -> Agent:
     # both files read first: a run being trained may prune this checkpoint while the env is built
     weights = read_weights(weights_path(model_path))
     spec = card.spec
-    observation_space, action_space = probe_spaces(spec.env, spec.env_kwargs)
-    policy = rebuild_policy(spec, observation_space, action_space)
+    observation_space, action_space = probe_spaces(spec.env, spec.env_kwargs, spec.env_wrapper, spec.frame_stack)
+    policy = rebuild_policy(spec, policy_space(observation_space), action_space)
     load_weights(policy, weights, weights_path(model_path))
-    stats = card.stats.shaped(observation_space.shape or (), str(source)) if card.stats is not None else None
-    return Agent(policy, stats, spec.env, dict(spec.env_kwargs), model_path, config, card.timesteps, safe=True)
+    stats = card.stats.shaped(observation_space, str(source)) if card.stats is not None else None
+    return Agent(policy, stats, spec.env, dict(spec.env_kwargs), model_path, config, card.timesteps, safe=True, spec=spec)
 
 
 def _load_pickled(model_path: Path, config: dict[str, Any]) -> Agent:
@@ -208,5 +212,6 @@ def _load_pickled(model_path: Path, config: dict[str, Any]) -> Agent:
             except ConfigError as exc:
                 raise ConfigError(f"{path}: {exc}") from None
     env_id = str(config.get("env", ENV_ID))
+    spec = AgentSpec.from_config(config, str(model_path)) if config else None
     return Agent(model.policy, stats, env_id, dict(config.get("env_kwargs") or {}), model_path, config,
-                 int(model.num_timesteps), safe=False)  # fmt: skip
+                 int(model.num_timesteps), safe=False, spec=spec)  # fmt: skip

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError, validate
-from mission_gym.settings.registry import POLICIES, load
+from mission_gym.settings.registry import POLICIES, SB3_POLICIES, load
 from mission_gym.settings.schema import ACTIVATIONS, TrainConfig
 
 #: the configuration fields that describe an agent (the rest say how it was trained)
-SPEC_FIELDS = ("env", "env_kwargs", "policy", "network_arch", "activation", "ortho_init")
+SPEC_FIELDS = ("env", "env_kwargs", "env_wrapper", "frame_stack", "policy", "network_arch", "activation", "ortho_init")
 #: the entries of a configuration's ``hyperparams`` that shape the policy (SB3's ``policy_kwargs`` and ``use_sde``)
 POLICY_HYPERPARAMS = ("policy_kwargs", "use_sde")
 
@@ -27,11 +27,14 @@ class AgentSpec:
 
     :param env: Gymnasium id
     :param env_kwargs: the env's keyword arguments
-    :param policy: a registered policy (:mod:`mission_gym.settings.registry`): ``mlp``, ``trunk``
+    :param policy: a registered policy (:mod:`mission_gym.settings.registry`): ``mlp``, ``cnn``, ``multi_input``,
+        ``trunk``
     :param network_arch: hidden layer widths
     :param activation: activation name (``tanh``, ``relu``, ...)
     :param ortho_init: SB3's orthogonal initialisation
     :param hyperparams: the entries of the run's ``hyperparams`` that shape the policy (:data:`POLICY_HYPERPARAMS`)
+    :param env_wrapper: the wrappers around the env (:mod:`mission_gym.vec.wrappers`), by name
+    :param frame_stack: observations stacked
     """
 
     env: str
@@ -41,6 +44,8 @@ class AgentSpec:
     activation: str
     ortho_init: bool
     hyperparams: dict[str, Any] = field(default_factory=dict)
+    env_wrapper: list[Any] = field(default_factory=list)
+    frame_stack: int | None = None
 
     @classmethod
     def of(cls, config: TrainConfig) -> AgentSpec:
@@ -56,6 +61,8 @@ class AgentSpec:
             activation=config.activation,
             ortho_init=config.ortho_init,
             hyperparams={k: config.hyperparams[k] for k in POLICY_HYPERPARAMS if k in config.hyperparams},
+            env_wrapper=list(config.env_wrapper),
+            frame_stack=config.frame_stack,
         )
 
     @classmethod
@@ -98,10 +105,11 @@ def policy_args(spec: AgentSpec) -> tuple[Any, dict[str, Any]]:
         "ortho_init": spec.ortho_init,
         **(spec.hyperparams.get("policy_kwargs") or {}),
     }
-    entry = POLICIES[spec.policy]
-    if not entry:
-        return "MlpPolicy", policy_kwargs
-    return load(entry)(policy_kwargs)
+    if spec.policy in SB3_POLICIES:
+        return SB3_POLICIES[spec.policy], policy_kwargs
+    if spec.policy not in POLICIES:  # ``auto``: resolved for the env's spaces before a policy is built
+        raise ConfigError(f"policy {spec.policy!r} is not resolved for an env; one of {', '.join(POLICIES)} builds")
+    return load(POLICIES[spec.policy])(policy_kwargs)
 
 
 def rebuild_policy(spec: AgentSpec, observation_space: Any, action_space: Any) -> Any:

@@ -73,7 +73,7 @@ def _score_model(task: tuple[str, str, dict[str, Any], int, int]) -> EvalRecord:
 
     path, env, env_kwargs, episodes, step = task
     agent = load_agent(path, device="cpu", trust_pickle=True)  # the population's own members, as training reads them
-    return eval_record(agent.predict, env, env_kwargs, episodes, step)
+    return eval_record(agent.predict, env, env_kwargs, episodes, step, agent.spec)
 
 
 def describe_score(rec: EvalRecord) -> str:

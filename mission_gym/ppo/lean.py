@@ -130,7 +130,7 @@ class LeanPPO(LeanEntropy, PPO):
         data = self._flat_rollout()
         teacher_all = self.distillation.flat_targets(self.device) if self.distillation is not None else None
         kl_coef = self.distillation.coef(self.num_timesteps) if teacher_all is not None else 0.0
-        size = data[0].shape[0]
+        size = data[1].shape[0]
         # policy loss, clip fraction, value loss, entropy loss, [KL to the teacher,] minibatches
         sums = th.zeros(5 + (teacher_all is not None), dtype=th.float64, device=self.device)
         params = [p for p in policy.parameters()]
@@ -142,12 +142,12 @@ class LeanPPO(LeanEntropy, PPO):
         for epoch in range(self.n_epochs):
             # SB3's RolloutBuffer.get draws the same permutation
             order = th.from_numpy(np.random.permutation(size)).to(self.device)
-            shuffled = [t.index_select(0, order) for t in data]
+            shuffled = [_take(t, order) for t in data]
             teacher = teacher_all.index_select(0, order) if teacher_all is not None else None
             kl_sum, kl_n = th.zeros((), dtype=th.float64, device=self.device), 0
             for start in range(0, size, self.batch_size):
                 end = start + self.batch_size
-                batch = [t[start:end] for t in shuffled]
+                batch = [_rows(t, start, end) for t in shuffled]
                 mb_teacher = teacher[start:end] if teacher is not None else None
                 loss, stats, approx_kl_div, loss_fn = self._minibatch(loss_fn, batch, (clip_range, clip_range_vf),
                                                                       mb_teacher, kl_coef)  # fmt: skip
@@ -232,17 +232,25 @@ class LeanPPO(LeanEntropy, PPO):
                             student if teacher_log_probs is not None else None, teacher_log_probs)  # fmt: skip
         return ppo_loss(inputs, clip_range, clip_range_vf, self.ent_coef, self.vf_coef, self.normalize_advantage, kl_coef)
 
-    def _flat_rollout(self) -> list[th.Tensor]:
+    def _flat_rollout(self) -> list[Any]:
         """The rollout's arrays flattened to ``(n_steps * n_envs, ...)`` as ``RolloutBuffer.get`` leaves them, as
-        tensors sharing their memory (actions as float32, as ``RolloutBuffer._get_samples`` gives them)."""
+        tensors sharing their memory (actions as float32, as ``RolloutBuffer._get_samples`` gives them); a Dict
+        observation as a dict of them, as ``DictRolloutBuffer`` keeps it."""
         buffer = self.rollout_buffer
         if not buffer.generator_ready:
             for name in _ROLLOUT_ARRAYS:
-                buffer.__dict__[name] = buffer.swap_and_flatten(buffer.__dict__[name])
+                value = buffer.__dict__[name]
+                if isinstance(value, dict):
+                    buffer.__dict__[name] = {key: buffer.swap_and_flatten(v) for key, v in value.items()}
+                else:
+                    buffer.__dict__[name] = buffer.swap_and_flatten(value)
             buffer.generator_ready = True
-        out = []
+        out: list[Any] = []
         for name in _ROLLOUT_ARRAYS:
             array = buffer.__dict__[name]
+            if isinstance(array, dict):
+                out.append({key: th.as_tensor(v, device=self.device) for key, v in array.items()})
+                continue
             if name == "actions":
                 array = array.astype(np.float32, copy=False)
             elif name != "observations":
@@ -335,6 +343,20 @@ class LeanPPO(LeanEntropy, PPO):
         out, dist, values = self._forward(obs)
         actions, log_prob = self._heads.sample_or_score(out, dist)
         return actions.reshape((-1, *self.action_space.shape)), values, log_prob  # type: ignore[misc]
+
+
+def _take(t: Any, order: th.Tensor) -> Any:
+    """The rows of a tensor (or of each tensor of a Dict observation) in ``order``."""
+    if isinstance(t, dict):
+        return {key: v.index_select(0, order) for key, v in t.items()}
+    return t.index_select(0, order)
+
+
+def _rows(t: Any, start: int, end: int) -> Any:
+    """Rows ``start:end`` of a tensor (or of each tensor of a Dict observation), as views."""
+    if isinstance(t, dict):
+        return {key: v[start:end] for key, v in t.items()}
+    return t[start:end]
 
 
 def _swap_tanh(policy: Any, min_elements: int) -> None:

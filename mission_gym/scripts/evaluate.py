@@ -210,9 +210,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"--policy lookahead, --defenders, --best-of and --env-kwargs play Mission Gym; {name} was trained on "
                 f"{agent.env_id}"
             )
+        from mission_gym.training.callbacks import eval_env_maker
+
         seeds = held_out_seeds(args.episodes)
-        return _report(args, evaluate_gym(lambda o: agent.predict(o, not args.stochastic), agent.env_id, args.episodes,
-                                          seeds, name, agent.env_kwargs), None)  # fmt: skip
+        result = evaluate_gym(lambda o: agent.predict(o, not args.stochastic), agent.env_id, args.episodes, seeds, name,
+                              agent.env_kwargs, eval_env_maker(agent.spec, agent.env_id, agent.env_kwargs))  # fmt: skip
+        return _report(args, result, None)
     import torch
 
     torch.manual_seed(0)  # the sampled plays are the same every time

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mission_gym import ENV_ID
 from mission_gym.scripts.cli import CliParser, command_main, fail
 
 
@@ -229,15 +230,17 @@ def _train_population(population: Any) -> int:
     refresh_dashboards(population.run.path, force=True)
     print(result.summary())
     print(f"  tensorboard --logdir {population.run.path / 'tb'}   (every member: {population.members_dir})")
-    _next_steps(population.run.path, result.status, True)
+    _next_steps(population.run.path, result.status, True, population.config.env == ENV_ID)
     return int(result.exit_code)
 
 
-def _next_steps(run: Path, status: str, population: bool) -> None:
+def _next_steps(run: Path, status: str, population: bool, game: bool = True) -> None:
     """Where to look next: the run's page, and for a finished run the held-out evaluation (games training never
     saw, unlike the score above); for a stopped one the command that continues it."""
     print(f"  dashboard {run / 'dashboard.html'}")
-    if status == "finished":
+    if status == "finished" and not game:
+        print(f"  20 held-out episodes: python -m mission_gym.scripts.evaluate {run} --episodes 20")
+    elif status == "finished":
         games = "1,000 held-out games, by situation" if population else "held-out games"
         print(f"  {games}: python -m mission_gym.scripts.evaluate {run} --episodes 1000")
     elif status in ("interrupted", "paused"):
@@ -257,7 +260,7 @@ def _train_run(trainer: Any, args: argparse.Namespace) -> int:
     refresh_dashboards(trainer.run.path, force=True)
     print(result.summary())
     print(f"  tensorboard --logdir {trainer.run.path / 'tb'}")
-    _next_steps(trainer.run.path, result.status, False)
+    _next_steps(trainer.run.path, result.status, False, trainer.config.env == ENV_ID)
     return int(result.exit_code)
 
 

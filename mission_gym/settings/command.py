@@ -17,7 +17,7 @@ from mission_gym.config.yaml_io import ConfigError, parse_yaml, read_yaml, valid
 from mission_gym.rundir.directory import resolve_run_dir
 from mission_gym.settings.notes import config_notes
 from mission_gym.settings.overrides import apply_command_line, apply_overrides
-from mission_gym.settings.presets import AUTO_PRESET, load_preset
+from mission_gym.settings.presets import AUTO_PRESET, compose_preset
 from mission_gym.settings.schema import TrainConfig
 from mission_gym.vec import VEC_ENV_KINDS
 
@@ -63,9 +63,18 @@ def add_settings_arguments(p: argparse.ArgumentParser, groups: Mapping[str, Any]
     what.add_argument(
         "--preset",
         metavar="NAME|PATH",
-        help="fast, heavy, beast, cpu, quick, mujoco, hopper, walker2d, halfcheetah, auto (by hardware) or a YAML file [auto]",
+        help="a tier that sizes the task's recipe to the machine: auto (by the hardware), cpu, fast, heavy, beast; or a "
+        "recipe at its own size: mission, hopper, walker2d, halfcheetah, mujoco, discrete, pixels, atari, quick, a YAML "
+        "file [auto]",
     )
-    what.add_argument("--env", metavar="ID", help="Gymnasium id, e.g. MissionGym-v0, Hopper-v5 [MissionGym-v0]")
+    what.add_argument(
+        "--env", metavar="ID", help="Gymnasium id, e.g. MissionGym-v0, Hopper-v5, my_pkg:MyTask-v0 [MissionGym-v0]"
+    )
+    what.add_argument(
+        "--recipe",
+        metavar="NAME|PATH",
+        help="the recipe a tier sizes, instead of the task's own (a shipped recipe's name or a YAML file) [the task's]",
+    )
     what.add_argument("--env-kwargs", nargs="+", metavar="K=V", help="env arguments, YAML values; e.g. reward.win_bonus=100")
     what.add_argument(
         "--timesteps", type=int, metavar="N", help="total env steps of the run (schedule positions stay at their steps)"
@@ -142,18 +151,22 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, list[str]]:
-    """The configuration of a new run: the preset (``auto`` resolved for this machine), then the flags, then
-    ``--hyperparams`` and ``--env-kwargs``; and notes for the user: what ``--timesteps`` did to its schedule, and
-    each given setting that a later phase or a population variant replaces, a GPU preset without a GPU here
-    (:func:`~mission_gym.settings.notes.config_notes`).
+    """The configuration of a new run: the preset (a tier, or ``auto``'s pick for this machine, sizing the task's
+    recipe: :func:`~mission_gym.settings.presets.compose_preset`), then the flags, then ``--hyperparams`` and
+    ``--env-kwargs``; and notes for the user: which recipe and which size were chosen and why, what ``--timesteps``
+    did to its schedule, each given setting that a later phase or a population variant replaces, a GPU preset without
+    a GPU here (:func:`~mission_gym.settings.notes.config_notes`).
 
     :raises ConfigError: for anything invalid, naming the flag or key
     """
     hyperparams = parse_pairs(args.hyperparams, "--hyperparams")
     env_kwargs = parse_pairs(args.env_kwargs, "--env-kwargs", nest=True)
-    preset = load_preset(args.preset or AUTO_PRESET)
+    composed = compose_preset(
+        args.preset or AUTO_PRESET, env=args.env, recipe=getattr(args, "recipe", None), env_kwargs=env_kwargs or None
+    )
+    preset = composed.config
     config, given = apply_command_line(preset, flag_overrides(args), hyperparams, env_kwargs)
-    return config, config_notes(preset, config, given)
+    return config, composed.notes + config_notes(preset, config, given)
 
 
 def config_for_argv(argv: Sequence[str]) -> TrainConfig:

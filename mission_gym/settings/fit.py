@@ -44,7 +44,13 @@ class Verdict:
         return self.fits_memory and self.enough_cores
 
 
-def weigh(candidates: Mapping[str, TrainConfig], gpu_mem_gb: float, cores: int, ram_gb: float) -> list[Verdict]:
+def weigh(
+    candidates: Mapping[str, TrainConfig],
+    gpu_mem_gb: float,
+    cores: int,
+    ram_gb: float,
+    min_cores: Mapping[str, int] | None = None,
+) -> list[Verdict]:
     """Each GPU candidate's verdict on a machine, in the order the rule tries them (most members, then the largest
     GPU estimate, first).
 
@@ -52,11 +58,14 @@ def weigh(candidates: Mapping[str, TrainConfig], gpu_mem_gb: float, cores: int, 
     :param gpu_mem_gb: total memory of the GPU in GiB
     :param cores: CPU cores available to the run
     :param ram_gb: host RAM in GiB available to the run
+    :param min_cores: name -> the cores its tier wants, where that is the rule (a single-run recipe's seeds) rather
+        than its members' (:func:`~mission_gym.settings.sizing.cores_needed`)
     """
     verdicts = []
     for name, config in candidates.items():
-        est = population_estimate(config, "cuda", cores)
-        need = cores_needed(config)
+        # a member whose learner the tier keeps on the CPU (an MLP policy) holds no GPU memory
+        est = population_estimate(config, "cpu" if config.device == "cpu" else "cuda", cores)
+        need = (min_cores or {}).get(name) or cores_needed(config)
         verdicts.append(Verdict(name, config, est, fits(est, gpu_mem_gb, ram_gb), need, cores >= need))
     return sorted(verdicts, key=lambda v: (v.config.population.size, v.estimate.gpu_bytes), reverse=True)
 

@@ -74,23 +74,23 @@ def path_text(path: Sequence[str | int]) -> str:
     return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else p) for i, p in enumerate(path))
 
 
-def for_env(data: dict[str, Any], previous_env: str, given: Sequence[str] = ()) -> None:
-    """Drop, in place, what a configuration holds for Mission Gym's game when it now trains another env: the
-    curriculum, the restarts from recorded games and the env arguments of the run and of every variant (unless
-    ``given`` names them)."""
-    if data.get("env", ENV_ID) == previous_env:
-        return
-    if "curriculum" not in given and data.get("env") != ENV_ID:
-        data["curriculum"] = []
-    if "restarts" not in given and data.get("env") != ENV_ID:
-        data["restarts"] = None
-    if "env_kwargs" not in given:
-        data["env_kwargs"] = {}
-    for variant in (data.get("population") or {}).get("variants") or []:
-        if isinstance(variant, dict):
-            if data.get("env") != ENV_ID:
-                variant.pop("curriculum", None)
-            variant.pop("env_kwargs", None)
+def env_change_problem(data: Mapping[str, Any], previous_env: str, given: Sequence[str] = ()) -> str | None:
+    """Why a configuration made for ``previous_env`` cannot train ``data['env']`` as it stands (one line), or None:
+    its env arguments (the run's or a variant's) are the old env's, unless ``given`` gives them anew. Mission Gym's own
+    settings on another task are refused by the configuration's check (:meth:`TrainConfig.game_settings`)."""
+    env = data.get("env", ENV_ID)
+    if env == previous_env:
+        return None
+    held = [] if "env_kwargs" in given or not data.get("env_kwargs") else ["env_kwargs"]
+    for i, variant in enumerate((data.get("population") or {}).get("variants") or []):
+        if isinstance(variant, Mapping) and variant.get("env_kwargs"):
+            held.append(f"population.variants[{i}].env_kwargs")
+    if not held:
+        return None
+    return (
+        f"{', '.join(held)} {'is' if len(held) == 1 else 'are'} for {previous_env}, not for env {env!r}: give this "
+        "task's own with --env-kwargs, or use a preset made for it"
+    )
 
 
 def apply_overrides(config: TrainConfig, overrides: Mapping[str, Any], source: str = "command line") -> TrainConfig:
@@ -113,7 +113,10 @@ def apply_overrides(config: TrainConfig, overrides: Mapping[str, Any], source: s
         if key == "env_kwargs":
             continue
         set_path(data, path, copy.deepcopy(value), source)
-    for_env(data, config.env, given=[str(parse_path(k)[0]) for k in overrides])
+    given = [str(parse_path(k)[0]) for k in overrides]
+    problem = env_change_problem(data, config.env, given)
+    if problem:
+        raise ConfigError(f"{source}: {problem}")
     own_env_kwargs = config.env_kwargs if data["env"] == config.env else {}
     data["env_kwargs"] = deep_merge(own_env_kwargs, dict(overrides.get("env_kwargs") or {}))
     if data["timesteps"] != config.timesteps:

@@ -1,13 +1,18 @@
-"""Preset files: YAML files of :class:`~mission_gym.settings.schema.TrainConfig` fields, read by the one
-:func:`load_preset`.
+"""Preset files, read by the one :func:`compose_preset` (:func:`load_preset` gives its configuration).
 
-The shipped presets live in ``mission_gym/presets/`` (``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, ``mujoco``,
-``hopper``, ``walker2d``, ``halfcheetah``); a user file works the same way. A preset may start from another
-(``base: cpu``): its own keys are merged over the base's (mappings key by key, anything else, lists included,
-replaced), so one recipe serves several scales.
-``auto`` is a *selector* (``selector: true``): it names the presets it picks from by hardware, and
-:func:`load_preset` gives the one it picks on this machine (:func:`choose_preset`, by the rule of
-:mod:`mission_gym.settings.fit`).
+The shipped presets live in ``mission_gym/presets/``; a user file works the same way. There are three kinds:
+
+- a **recipe**: :class:`~mission_gym.settings.schema.TrainConfig` fields, with ``for:`` saying which tasks it is
+  the recipe of (:mod:`mission_gym.settings.recipes`): ``mission`` (the game's), ``hopper``, ``walker2d``,
+  ``halfcheetah``, and the defaults by kind ``discrete``, ``mujoco`` (continuous actions), ``pixels``, ``atari``.
+  Named as ``--preset``, a recipe (or any file of fields, such as ``quick``) trains at the size it is written for;
+- a **tier** (``tier: true``: ``cpu``, ``fast``, ``heavy``, ``beast``): how big a recipe runs
+  (:mod:`mission_gym.settings.tiers`); named as ``--preset``, it sizes the task's recipe (or ``--recipe``'s);
+- a **selector** (``selector: true``: ``auto``): picks a tier by the hardware (:func:`choose_preset`, by the rule
+  of :mod:`mission_gym.settings.fit`, weighing the tiers' configurations of the task at hand).
+
+A preset may start from another (``base: mujoco``): its own keys are merged over the base's (mappings key by key,
+anything else, lists included, replaced).
 """
 
 from __future__ import annotations
@@ -20,13 +25,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mission_gym import ENV_ID
 from mission_gym.config.loader import deep_merge, suggest
 from mission_gym.config.yaml_io import ConfigError, read_yaml, validate
-from mission_gym.hardware import detect_hardware
+from mission_gym.hardware import Hardware, detect_hardware
 from mission_gym.settings.fit import Verdict, pick, weigh
+from mission_gym.settings.recipes import FOR_KEY, Choice, choose, recipe_uses
 from mission_gym.settings.schema import TrainConfig
+from mission_gym.settings.tiers import Composed, Tier, compose, fit_to_memory
 
 AUTO_PRESET = "auto"
+#: what a tier sizes when no ``--env`` names a task
+DEFAULT_ENV = ENV_ID
 
 
 def presets_dir() -> Path:
@@ -88,6 +98,13 @@ def is_selector(name_or_path: str | Path, directory: str | Path | None = None) -
     return _read_mapping(preset_path(name_or_path, directory)).get("selector") is True
 
 
+def read_tier(name_or_path: str | Path, directory: str | Path | None = None) -> Tier | None:
+    """The tier a preset is (``tier: true``), or None when it is a recipe or a selector."""
+    path = preset_path(name_or_path, directory)
+    data = _read_mapping(path)
+    return validate(Tier, data, str(path)) if data.get("tier") is True else None
+
+
 def read_selector(name_or_path: str | Path, directory: str | Path | None = None) -> tuple[AutoPreset, Path] | None:
     """The rules of a selector preset and its file, or None when the preset describes a run."""
     path = preset_path(name_or_path, directory)
@@ -108,6 +125,8 @@ def read_preset_data(name_or_path: str | Path, directory: str | Path | None = No
     data = _with_base(path, directory, seen=[])
     if data.get("selector") is True:
         raise ConfigError(f"preset {path.stem!r} picks another preset by hardware; a selector cannot pick a selector")
+    if data.get("tier") is True:
+        raise ConfigError(f"preset {path.stem!r} is a tier: it sizes a recipe, it is not one (a tier cannot be a recipe)")
     name = path.stem if path.parent == (Path(directory) if directory is not None else presets_dir()) else str(path)
     return {"preset": name, **data}, str(path)
 
@@ -115,6 +134,7 @@ def read_preset_data(name_or_path: str | Path, directory: str | Path | None = No
 def _with_base(path: Path, directory: str | Path | None, seen: list[Path]) -> dict[str, Any]:
     """A preset file's mapping merged over its ``base`` (a preset name in the same directory, or a path)."""
     data = _read_mapping(path)
+    data.pop(FOR_KEY, None)  # what a recipe is for is not a setting of the run
     base = data.pop("base", None)
     if base is None:
         return data
@@ -138,17 +158,19 @@ def choose_preset(
     ram_gb: float,
     directory: str | Path | None = None,
     rules: AutoPreset | None = None,
+    env: str | None = None,
 ) -> str:
-    """The preset a selector runs on a machine (the rule: :mod:`mission_gym.settings.fit`).
+    """The tier a selector picks on a machine for a task (the rule: :mod:`mission_gym.settings.fit`).
 
     :param gpu_mem_gb: total memory of the GPU in GiB, None without a CUDA GPU
     :param cores: CPU cores available to the run
     :param ram_gb: host RAM in GiB available to the run
     :param directory: a directory of presets with an ``auto.yaml``; None for the package's own
     :param rules: the parsed selector; None reads ``directory``'s ``auto.yaml``
+    :param env: the task (default Mission Gym)
     """
     rules = _auto_rules(directory) if rules is None else rules
-    return pick(weigh_candidates(gpu_mem_gb, cores, ram_gb, directory, rules), rules.cpu)
+    return pick(weigh_candidates(gpu_mem_gb, cores, ram_gb, directory, rules, env), rules.cpu)
 
 
 def weigh_candidates(
@@ -157,16 +179,27 @@ def weigh_candidates(
     ram_gb: float,
     directory: str | Path | None = None,
     rules: AutoPreset | None = None,
+    env: str | None = None,
 ) -> list[Verdict]:
-    """The selector's GPU candidates weighed against a machine, in the order the rule tries them (none without a GPU).
+    """The selector's GPU candidates, each sized for the task, weighed against a machine in the order the rule tries
+    them (none without a GPU).
 
     :param directory: a directory of presets with an ``auto.yaml``; None for the package's own
     :param rules: the parsed selector; None reads ``directory``'s ``auto.yaml``
+    :param env: the task (default Mission Gym)
     """
     rules = _auto_rules(directory) if rules is None else rules
     if not gpu_mem_gb:
         return []
-    return weigh({name: _load_run_preset(name, directory) for name in rules.gpu}, gpu_mem_gb, cores, ram_gb)
+    hw = Hardware(gpu_mem_gb, None, cores, ram_gb)
+    candidates, min_cores = {}, {}
+    for name in rules.gpu:
+        composed = compose_preset(name, directory, env=env, hardware=hw)
+        candidates[name] = composed.config
+        tier = read_tier(name, directory)
+        if tier is not None and not composed.config.population.cuts:  # a single-run recipe's seeds
+            min_cores[name] = tier.min_cores
+    return weigh(candidates, gpu_mem_gb, cores, ram_gb, min_cores)
 
 
 def _auto_rules(directory: str | Path | None) -> AutoPreset:
@@ -176,31 +209,138 @@ def _auto_rules(directory: str | Path | None) -> AutoPreset:
     return found[0]
 
 
-def load_preset(name_or_path: str | Path, directory: str | Path | None = None) -> TrainConfig:
-    """Read and validate a preset; a selector such as ``auto`` gives the preset it picks on this machine.
+def recipe_for(env: str, directory: str | Path | None = None, env_kwargs: Mapping[str, Any] | None = None) -> Choice:
+    """The recipe a tier sizes for ``env`` (:func:`mission_gym.settings.recipes.choose` among the presets of
+    ``directory``, else the shipped ones): its name and why. The task is probed only when no recipe names it.
 
-    :param name_or_path: a shipped preset name (``fast``, ``heavy``, ``beast``, ``cpu``, ``quick``, ``mujoco``,
-        ``hopper``, ``walker2d``, ``halfcheetah``, ``auto``) or a YAML file path
+    :raises ConfigError: when no recipe serves the task's kind of spaces
+    """
+    folder = Path(directory) if directory is not None else presets_dir()
+    uses, descriptions = recipe_uses(folder, _read_mapping)
+    if directory is not None and Path(directory).resolve() != presets_dir().resolve():
+        shipped, shipped_descriptions = recipe_uses(presets_dir(), _read_mapping)
+        uses, descriptions = {**shipped, **uses}, {**shipped_descriptions, **descriptions}
+
+    def kinds() -> tuple[str, str]:
+        from mission_gym.vec.probe import task_profile
+
+        profile = task_profile(env, env_kwargs)
+        return profile.action_kind, profile.obs_kind
+
+    return choose(env, uses, kinds, descriptions)
+
+
+def compose_preset(
+    name_or_path: str | Path,
+    directory: str | Path | None = None,
+    env: str | None = None,
+    recipe: str | Path | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    hardware: Hardware | None = None,
+) -> Composed:
+    """A preset's configuration for a task on this machine, and what was chosen (lines for the user):
+
+    - a tier: the task's recipe (``recipe``, else :func:`recipe_for`) sized by it (:func:`~mission_gym.settings.tiers.
+      compose`);
+    - a selector (``auto``): the tier it picks here, and on a machine whose memory the tier's size does not fit, the
+      envs halved until it does (:func:`~mission_gym.settings.tiers.fit_to_memory`);
+    - a recipe or another file of settings: as written (``env``, if given, is applied by the command line's overrides).
+
+    :param name_or_path: a shipped preset name or a YAML file path
     :param directory: where named presets live; None for the shipped ones
+    :param env: the task (a tier's default: Mission Gym; a recipe's default: its own ``env``)
+    :param recipe: the recipe a tier sizes, instead of the task's own
+    :param env_kwargs: the task's arguments (for probing it)
+    :param hardware: the machine (default: this one)
     :raises ConfigError: naming the file and the key at fault
     """
     found = read_selector(name_or_path, directory)
+    auto = found is not None
+    hw = hardware or detect_hardware()
     if found is not None:
         rules, path = found
-        hw = detect_hardware()
-        chosen = choose_preset(hw.gpu_mem_gb, hw.cores, hw.ram_gb, directory=path.parent, rules=rules)
+        chosen = choose_preset(hw.gpu_mem_gb, hw.cores, hw.ram_gb, path.parent, rules, env or _recipe_env(recipe, directory))
         if chosen == path.stem:
             raise ConfigError(f"{path}: a selector cannot choose itself")
         name_or_path, directory = chosen, path.parent
-    return _load_run_preset(name_or_path, directory)
+    tier = read_tier(name_or_path, directory)
+    if tier is None:
+        if recipe is not None:
+            raise ConfigError(
+                f"--recipe {recipe} goes with a tier (cpu, fast, heavy, beast or auto), not --preset {name_or_path}"
+            )
+        return Composed(_load_run_preset(name_or_path, directory))
+    env = env or _recipe_env(recipe, directory) or DEFAULT_ENV
+    choice = (
+        Choice(str(recipe), f"recipe {recipe} (--recipe)") if recipe is not None else recipe_for(env, directory, env_kwargs)
+    )
+    config = _load_run_preset(choice.name, directory)
+    if config.env != env:
+        data = config.model_dump()
+        if data.get("env_kwargs"):
+            raise ConfigError(f"recipe {choice.name}: its env_kwargs are for {config.env}, not for {env}")
+        config = validate(TrainConfig, {**data, "env": env}, f"recipe {choice.name} for {env}")
+    kwargs = dict(env_kwargs or config.env_kwargs)
+
+    def profile(cores: int) -> Any:
+        from mission_gym.vec.probe import task_profile
+
+        return task_profile(env, kwargs, config.env_wrapper, cores)
+
+    composed = compose(config, Path(choice.name).stem, tier, Path(str(name_or_path)).stem, hw, profile, choice.why)
+    if auto:
+        from mission_gym.settings.sizing import population_estimate
+
+        device = "cuda" if hw.gpu_mem_gb else "cpu"
+        composed = fit_to_memory(composed, _host_gb(), lambda c: population_estimate(c, device, hw.cores))
+    return composed
 
 
-def load_presets(directory: str | Path | None = None) -> dict[str, TrainConfig]:
-    """Every run preset by name (selectors left out), from ``directory`` or the shipped presets.
+def _recipe_env(recipe: str | Path | None, directory: str | Path | None) -> str | None:
+    """The env a ``--recipe`` is written for (None without one)."""
+    if recipe is None:
+        return None
+    data, _ = read_preset_data(recipe, directory)
+    env = data.get("env")
+    return str(env) if env else None
+
+
+def _host_gb() -> float:
+    """Host RAM available to a run now, in GiB (what the memory check will compare with)."""
+    import psutil
+
+    from mission_gym.hardware import GB
+
+    return float(psutil.virtual_memory().available + psutil.Process().memory_info().rss) / GB
+
+
+def load_preset(
+    name_or_path: str | Path,
+    directory: str | Path | None = None,
+    env: str | None = None,
+    recipe: str | Path | None = None,
+) -> TrainConfig:
+    """Read and validate a preset: :func:`compose_preset`'s configuration (a tier or ``auto`` sizes the task's
+    recipe; a recipe or another file of settings is as written).
+
+    :param name_or_path: a shipped preset name (``auto``, ``cpu``, ``fast``, ``heavy``, ``beast``, ``quick``,
+        ``mission``, ``mujoco``, ``hopper``, ``walker2d``, ``halfcheetah``, ``discrete``, ``pixels``, ``atari``) or a
+        YAML file path
+    :param directory: where named presets live; None for the shipped ones
+    :param env: the task a tier sizes (default Mission Gym)
+    :param recipe: the recipe a tier sizes instead of the task's own
+    :raises ConfigError: naming the file and the key at fault
+    """
+    return compose_preset(name_or_path, directory, env=env, recipe=recipe).config
+
+
+def load_presets(directory: str | Path | None = None, env: str | None = None) -> dict[str, TrainConfig]:
+    """Every preset's configuration by name (selectors left out; a tier's for ``env``, default Mission Gym), from
+    ``directory`` or the shipped presets.
 
     :raises FileNotFoundError: when the directory has none
     """
     names = [n for n in preset_names(directory) if not is_selector(n, directory)]
     if not names:
         raise FileNotFoundError(f"no presets (*.yaml) in {Path(directory) if directory is not None else presets_dir()}")
-    return {name: _load_run_preset(name, directory) for name in names}
+    return {name: load_preset(name, directory, env=env) for name in names}

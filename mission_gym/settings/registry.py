@@ -9,9 +9,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-#: policy name -> entry point of its builder ("" for SB3's MlpPolicy)
+#: policy name -> SB3's own policy of that name: an MLP over vectors, its NatureCNN over images, its
+#: CombinedExtractor (a CNN per image key, the rest flattened) over a Dict
+SB3_POLICIES: dict[str, str] = {"mlp": "MlpPolicy", "cnn": "CnnPolicy", "multi_input": "MultiInputPolicy"}
+#: ``policy: auto`` picks one of :data:`SB3_POLICIES` by the observation space (:func:`policy_for`)
+AUTO_POLICY = "auto"
+#: policy name -> entry point of its builder ("" for SB3's own, :data:`SB3_POLICIES`)
 POLICIES: dict[str, str] = {
-    "mlp": "",
+    **{name: "" for name in SB3_POLICIES},
     "trunk": "mission_gym.extras.trunk:trunk_policy",
 }
 #: run part name -> entry point
@@ -19,6 +24,12 @@ RUN_PARTS: dict[str, str] = {
     "curriculum": "mission_gym.extras.curriculum:curriculum_part",
     "restarts": "mission_gym.extras.restarts:restarts_part",
 }
+
+
+def policy_for(obs_kind: str) -> str:
+    """The SB3 policy ``policy: auto`` gives observations of a kind (``vector``, ``image``, ``dict``:
+    :func:`mission_gym.vec.probe.obs_kind`)."""
+    return {"image": "cnn", "dict": "multi_input"}.get(obs_kind, "mlp")
 
 
 def load(entry_point: str) -> Any:

@@ -1,5 +1,6 @@
-"""What a configuration leaves to the machine, fixed once before a run is built: the minibatch size (``batch_size:
-auto``), the vec-env kind (``vec_env: auto``) and the torch device (``device: auto``).
+"""What a configuration leaves to the machine and the task, fixed once before a run is built: the minibatch size
+(``batch_size: auto``), the vec-env kind (``vec_env: auto``), the policy (``policy: auto``) and the torch device
+(``device: auto``).
 
 :func:`resolve` is what the trainer calls; :func:`batch_size` and :func:`vec_env_kind` are the same rules for a
 configuration that is only sized (:func:`~mission_gym.settings.sizing.shape_from_config`), so an estimate and the run
@@ -15,8 +16,9 @@ from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import available_cores, resolve_device
 from mission_gym.settings.minibatch import check_batch_size, choose_batch_size
 from mission_gym.settings.ppo_args import ppo_extra_args
+from mission_gym.settings.registry import AUTO_POLICY, policy_for
 from mission_gym.settings.schema import TrainConfig
-from mission_gym.vec.factory import resolve_kind
+from mission_gym.vec.factory import has_native, resolve_kind
 
 
 @dataclass(frozen=True)
@@ -43,13 +45,32 @@ def batch_size(config: TrainConfig) -> int:
 
 
 def vec_env_kind(config: TrainConfig, cores: int | None = None) -> str:
-    """The vec-env kind (``auto``: native where the env has one, else by envs and ``cores``, default this process's).
+    """The vec-env kind (``auto``: native where the env has one, else by envs, ``cores`` (default this process's) and
+    whether worker processes were measured to step the task faster: :mod:`mission_gym.vec.probe`).
 
     :raises ConfigError: for ``native`` with an env that has none
     """
-    if config.vec_env == "auto" and cores is None:
-        cores = available_cores()
-    return resolve_kind(config.vec_env, config.env, config.n_envs, cores or 1, config.env_kwargs)
+    if config.vec_env != "auto":
+        return resolve_kind(config.vec_env, config.env, config.n_envs, 1, config.env_kwargs, config.env_wrapper)
+    cores = available_cores() if cores is None else cores
+    worth = False
+    if config.n_envs > 1 and cores > 1 and not has_native(config.env, config.env_kwargs, config.env_wrapper):
+        from mission_gym.vec.probe import task_profile
+
+        worth = task_profile(config.env, config.env_kwargs, config.env_wrapper, cores).worth_a_process
+    return resolve_kind("auto", config.env, config.n_envs, cores, config.env_kwargs, config.env_wrapper, worth)
+
+
+def policy_name(config: TrainConfig) -> str:
+    """The policy a configuration builds: its own, or for ``policy: auto`` the one its observations call for
+    (:func:`~mission_gym.settings.registry.policy_for`; the env built once to read its space)."""
+    if config.policy != AUTO_POLICY:
+        return config.policy
+    from mission_gym.vec.factory import probe_spaces
+    from mission_gym.vec.probe import obs_kind
+
+    observation_space, _ = probe_spaces(config.env, config.env_kwargs, config.env_wrapper, config.frame_stack)
+    return policy_for(obs_kind(observation_space))
 
 
 def torch_device(device: str) -> str:
@@ -78,4 +99,4 @@ def resolve(config: TrainConfig, cores: int | None = None) -> Resolved:
             raise ConfigError(f"hyperparams: unknown PPO argument {key!r}{suggest(key, valid)}; valid: {', '.join(valid)}")
     device = torch_device(config.device)
     kind = vec_env_kind(config, cores)
-    return Resolved(config.model_copy(update={"batch_size": batch, "vec_env": kind}), device)
+    return Resolved(config.model_copy(update={"batch_size": batch, "vec_env": kind, "policy": policy_name(config)}), device)

@@ -24,7 +24,7 @@ from pydantic import (
 
 from mission_gym import ENV_ID
 from mission_gym.config.loader import suggest
-from mission_gym.settings.registry import POLICIES
+from mission_gym.settings.registry import AUTO_POLICY, POLICIES
 from mission_gym.settings.starts import Restarts, RestartStage, own_starts_path, restarts_problem
 from mission_gym.vec import VEC_ENV_KINDS
 
@@ -39,7 +39,7 @@ ACTIVATIONS: dict[str, str] = {
 }
 Schedule = Literal["constant", "linear"]
 #: what every member of a population shares; a variant cannot set it
-VARIANT_FORBIDDEN = ("seed", "population", "timesteps", "env", "preset", "description")
+VARIANT_FORBIDDEN = ("seed", "population", "timesteps", "env", "preset", "description", "recipe", "tier")
 
 
 class _Strict(BaseModel):
@@ -226,8 +226,14 @@ class TrainConfig(_Strict):
 
     preset: str = Field("custom", description="the preset this configuration started from")
     description: str = ""
+    recipe: str = Field("", description="the recipe it trains (mission_gym.settings.recipes), when a tier sized one")
+    tier: str = Field("", description="the tier that sized the recipe for the machine (mission_gym.settings.tiers)")
     env: str = ENV_ID
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    env_wrapper: list[Any] = Field(
+        default_factory=list, description="Gymnasium wrappers around the env by name (mission_gym.vec.wrappers), e.g. atari"
+    )
+    frame_stack: int | None = Field(None, ge=1, description="observations stacked (SB3's VecFrameStack), as the zoo's key")
     timesteps: int = Field(1_000_000, gt=0)
     n_envs: int = Field(8, ge=1)
     n_steps: int = Field(256, ge=1)
@@ -236,7 +242,11 @@ class TrainConfig(_Strict):
     min_batch: int = Field(64, ge=1, description="floor for the automatic batch size")
     n_epochs: int = Field(10, ge=1)
     network_arch: list[int] = Field(default_factory=lambda: [64, 64])
-    policy: str = Field("mlp", description="a registered policy (mission_gym.settings.registry): mlp, or an optional one")
+    policy: str = Field(
+        "mlp",
+        description="a registered policy (mission_gym.settings.registry): mlp, cnn, multi_input, an optional one, or auto "
+        "(by the observations: cnn for images, multi_input for a Dict, else mlp)",
+    )
     activation: str = "tanh"
     ortho_init: bool = True
     learning_rate: float = Field(3e-4, gt=0)
@@ -296,8 +306,9 @@ class TrainConfig(_Strict):
     @field_validator("network_arch")
     @classmethod
     def _check_arch(cls, value: list[int]) -> list[int]:
-        if not value or any(w < 1 for w in value):
-            raise ValueError(f"expected one or more positive layer widths, got {value}")
+        # no hidden layer is SB3's own choice after a CNN's features (its CnnPolicy's heads are linear)
+        if any(w < 1 for w in value):
+            raise ValueError(f"expected positive layer widths (or none), got {value}")
         return value
 
     @field_validator("activation")
@@ -311,8 +322,9 @@ class TrainConfig(_Strict):
     @field_validator("policy")
     @classmethod
     def _check_policy(cls, value: str) -> str:
-        if value not in POLICIES:
-            raise ValueError(f"unknown policy {value!r}{suggest(value, list(POLICIES))}; valid: {', '.join(POLICIES)}")
+        valid = [AUTO_POLICY, *POLICIES]
+        if value not in valid:
+            raise ValueError(f"unknown policy {value!r}{suggest(value, valid)}; valid: {', '.join(valid)}")
         return value
 
     @field_validator("vec_env")
@@ -353,15 +365,12 @@ class TrainConfig(_Strict):
             if not where.endswith(".until") and value >= self.timesteps:
                 raise ValueError(f"{where}: step {value:,} is not inside the run's {self.timesteps:,} timesteps")
         check_schedule(self.phases, self.curriculum, "")
-        if self.curriculum and self.env != ENV_ID:
-            raise ValueError(f"curriculum changes Mission Gym's game settings; env {self.env!r} has none")
-        if self.restarts is not None and self.env != ENV_ID:
-            raise ValueError(f"restarts restore Mission Gym's game states; env {self.env!r} has none")
-        if self.distill is not None and self.env != ENV_ID:
-            raise ValueError(f"distill chooses teachers by Mission Gym's defender modes; env {self.env!r} has none")
-        for i, variant in enumerate(self.population.variants):
-            if variant.model_dump().get("curriculum") and self.env != ENV_ID:
-                raise ValueError(f"population.variants[{i}].curriculum changes Mission Gym's game; env {self.env!r} has none")
+        game_only = self.game_settings()
+        if game_only and self.env != ENV_ID:
+            raise ValueError(
+                f"{', '.join(game_only)} {'is a setting' if len(game_only) == 1 else 'are settings'} of Mission Gym's game "
+                f"({ENV_ID}); env {self.env!r} has none: leave {'it' if len(game_only) == 1 else 'them'} out for this task"
+            )
         return self
 
     @model_validator(mode="after")
@@ -379,6 +388,17 @@ class TrainConfig(_Strict):
         if problem:
             raise ValueError(problem)
         return self
+
+    def game_settings(self) -> list[str]:
+        """The settings this configuration sets that only Mission Gym's game has: a curriculum or restarts over its
+        game settings, a distillation by its defenders' modes (a cut's too), and a variant's of any of them."""
+        found = [name for name in ("curriculum", "restarts", "distill") if getattr(self, name)]
+        for i, cut in enumerate(self.population.cuts):
+            found += [f"population.cuts[{i}].{name}" for name in ("distill", "redraw_restarts") if getattr(cut, name)]
+        for i, variant in enumerate(self.population.variants):
+            own = variant.model_dump()
+            found += [f"population.variants[{i}].{name}" for name in ("curriculum", "restarts", "distill") if own.get(name)]
+        return found
 
     def with_starts_in(self, directory: Path, member: str | None = None) -> TrainConfig:
         """This configuration with each ``restarts`` block that finds its own states writing them in ``directory``

@@ -24,7 +24,7 @@ from mission_gym.settings.resolve import Resolved
 from mission_gym.settings.schema import TrainConfig
 from mission_gym.training import parts
 from mission_gym.training.portable import restore_schedules
-from mission_gym.vec.factory import make_vec_env, probe_spaces
+from mission_gym.vec.factory import make_vec_env, policy_space, probe_spaces
 
 # SB3 warns that an MLP policy on a GPU leaves it idle; the GPU presets run members side by side for that reason
 # (docs/gpu-guide.md), so the warning says nothing a user of them can act on
@@ -86,6 +86,8 @@ def make_training_env(config: TrainConfig, seed: int, stats: Path | None = None)
         gamma=config.gamma,
         normalize_stats=stats,
         threads=available_cores(),
+        env_wrapper=config.env_wrapper,
+        frame_stack=config.frame_stack,
     )
 
 
@@ -147,7 +149,8 @@ def build_run(
             config = config.model_copy(update={"normalize": True})  # the weights expect normalised inputs
     if parent is not None and checkpoint is None and (kind != "native" or config.env != ENV_ID):
         # before the env is built: its statistics would meet the parent's first (MissionVecEnv checks its own)
-        compare_spaces(parent, *probe_spaces(config.env, config.env_kwargs))
+        obs_space, act_space = probe_spaces(config.env, config.env_kwargs, config.env_wrapper, config.frame_stack)
+        compare_spaces(parent, policy_space(obs_space), act_space)
     step = 0
     if checkpoint is not None:
         step = checkpoint_step(checkpoint)
@@ -169,7 +172,7 @@ def build_run(
             model.set_random_seed(config.seed + step)
         else:
             if parent is not None:
-                compare_spaces(parent, venv.observation_space, venv.action_space)
+                compare_spaces(parent, policy_space(venv.observation_space), venv.action_space)
             policy, kwargs = ppo_kwargs(config)
             model = PPO(policy, venv, device=device, seed=config.seed, verbose=0, **kwargs)
         if parent is not None:

@@ -234,10 +234,17 @@ class StepCheckpointCallback(BaseCallback):
 
 
 def eval_record(
-    predict: Callable[[np.ndarray], np.ndarray], env_id: str, env_kwargs: dict[str, Any], n_episodes: int, timesteps: int
+    predict: Callable[[np.ndarray], np.ndarray],
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    n_episodes: int,
+    timesteps: int,
+    spec: AgentSpec | None = None,
 ) -> EvalRecord:
     """Play ``n_episodes`` games of ``predict`` (observations as the env gives them -> actions) on the fixed
-    in-training evaluation seeds; what ``evaluations.csv`` records of it."""
+    in-training evaluation seeds; what ``evaluations.csv`` records of it.
+
+    :param spec: the agent's description, whose wrappers and frame stack the env is played with (None: none)"""
     from mission_gym.evaluation import EVAL_SEED_BASE, evaluate_gym, evaluate_mission, held_out_seeds
 
     seeds = held_out_seeds(n_episodes, EVAL_SEED_BASE)
@@ -245,8 +252,18 @@ def eval_record(
     if env_id == ENV_ID:
         res = evaluate_mission(predict, n_episodes, seeds, env_kwargs=env_kwargs)
     else:
-        res = evaluate_gym(predict, env_id, n_episodes, seeds, env_kwargs=env_kwargs)
+        res = evaluate_gym(
+            predict, env_id, n_episodes, seeds, env_kwargs=env_kwargs, make_env=eval_env_maker(spec, env_id, env_kwargs)
+        )
     return record_of(res, timesteps, time.perf_counter() - t0)
+
+
+def eval_env_maker(spec: AgentSpec | None, env_id: str, env_kwargs: dict[str, Any]) -> Callable[[], Any]:
+    """What builds the one env an agent of ``spec`` is evaluated on: the task as its training env sees it."""
+    from mission_gym.vec.factory import make_eval_env
+
+    wrappers, stack = (spec.env_wrapper, spec.frame_stack) if spec is not None else ((), None)
+    return lambda: make_eval_env(env_id, env_kwargs, wrappers, stack)
 
 
 def record_of(res: Any, timesteps: int, eval_s: float) -> EvalRecord:
@@ -339,7 +356,7 @@ class StepEvalCallback(BaseCallback):
         if result is not None:
             rec = record_of(result, self.model.num_timesteps, time.perf_counter() - t0)
         else:
-            rec = eval_record(self.predict, self.env_id, self.env_kwargs, self.n_episodes, self.model.num_timesteps)
+            rec = eval_record(self.predict, self.env_id, self.env_kwargs, self.n_episodes, self.model.num_timesteps, self.spec)
         append_record(self.csv_path, rec)
         if rec.win_rate is not None:
             self.logger.record("eval/win_rate", rec.win_rate)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import cap_worker_threads, parent_death_signal
 from mission_gym.optional import missing
 from mission_gym.vec import VEC_ENV_KINDS
+from mission_gym.vec.wrappers import ensure_registered, wrap
 
 if TYPE_CHECKING:
     from stable_baselines3.common.vec_env import VecEnv, VecNormalize
@@ -34,7 +35,9 @@ def _register_mission(env_id: str) -> None:
 
 
 def check_env_id(env_id: str) -> None:
-    """Raise a :class:`ConfigError` naming the closest registered id when ``env_id`` is not registered."""
+    """Raise a :class:`ConfigError` naming the closest registered id when ``env_id`` is not registered (after
+    importing the module of a ``module:Id`` and the installed packages that register ids of their own:
+    :func:`~mission_gym.vec.wrappers.ensure_registered`)."""
     _register_mission(env_id)
     if ":" in env_id:  # "module:EnvId": the module registers the id when imported (as gym.make does)
         module, _, env_id = env_id.partition(":")
@@ -42,7 +45,7 @@ def check_env_id(env_id: str) -> None:
             importlib.import_module(module)
         except ImportError as exc:
             raise ConfigError(f"--env {module}:{env_id}: cannot import module {module!r}: {exc}") from None
-    if env_id not in gym.registry:
+    if not ensure_registered(env_id):
         valid = [*gym.registry, ENV_ID]
         hint = suggest(env_id, valid)
         raise ConfigError(f"--env {env_id!r} is not a registered Gymnasium id{hint}; e.g. {ENV_ID}, Hopper-v5")
@@ -52,33 +55,41 @@ def check_env_id(env_id: str) -> None:
 NATIVE_MUJOCO = ("Hopper-v5", "Walker2d-v5", "HalfCheetah-v5")
 
 
-def has_native(env_id: str, env_kwargs: dict[str, Any] | None = None) -> bool:
+def has_native(env_id: str, env_kwargs: dict[str, Any] | None = None, env_wrapper: Sequence[Any] = ()) -> bool:
     """Whether ``env_id`` has a batched VecEnv of its own: Mission Gym, and the MuJoCo tasks
     :class:`~mission_gym.vec.mujoco_vec.MujocoVecEnv` steps (unless their arguments ask for something it does not do,
-    such as rendering)."""
+    such as rendering, or a recipe wraps them)."""
     if env_id == ENV_ID:
         return True
-    if env_id not in NATIVE_MUJOCO:
+    if env_id not in NATIVE_MUJOCO or env_wrapper:
         return False
     from mission_gym.vec.mujoco_vec import supports
 
     return supports(env_id, env_kwargs)
 
 
-def resolve_kind(kind: str, env_id: str, n_envs: int, cores: int, env_kwargs: dict[str, Any] | None = None) -> str:
+def resolve_kind(
+    kind: str,
+    env_id: str,
+    n_envs: int,
+    cores: int,
+    env_kwargs: dict[str, Any] | None = None,
+    env_wrapper: Sequence[Any] = (),
+    step_worth_a_process: bool = True,
+) -> str:
     """The vec-env kind for ``auto``: native where the env has one (:func:`has_native`), else subproc for several envs
-    and cores, else dummy.
+    and cores when a step is worth a process (:mod:`mission_gym.vec.probe` measures it), else dummy.
 
     :raises ConfigError: for ``native`` with an env that has none
     """
     if kind == "auto":
-        if has_native(env_id, env_kwargs):
+        if has_native(env_id, env_kwargs, env_wrapper):
             return "native"
-        return "subproc" if n_envs > 1 and cores > 1 else "dummy"
-    if kind == "native" and not has_native(env_id, env_kwargs):
+        return "subproc" if n_envs > 1 and cores > 1 and step_worth_a_process else "dummy"
+    if kind == "native" and not has_native(env_id, env_kwargs, env_wrapper):
         raise ConfigError(
             f"--vec-env native is the batched env of {ENV_ID} and of {', '.join(NATIVE_MUJOCO)} (with arguments it "
-            f"supports), not of {env_id}; use subproc or dummy"
+            f"supports, unwrapped), not of {env_id}; use subproc or dummy"
         )
     if kind not in VEC_ENV_KINDS:
         raise ConfigError(
@@ -95,11 +106,14 @@ class EnvFactory:
     :param env_id: a registered Gymnasium id
     :param env_kwargs: keyword arguments for ``gym.make``
     :param in_worker: whether this runs in a worker process
+    :param env_wrapper: the recipe's wrappers (:mod:`mission_gym.vec.wrappers`), with SB3's ``Monitor`` under them
+        so that an episode's return is the task's own (a wrapper may clip rewards or end episodes early)
     """
 
     env_id: str
     env_kwargs: dict[str, Any]
     in_worker: bool = False
+    env_wrapper: tuple[Any, ...] = ()
 
     def __call__(self) -> gym.Env:
         if self.in_worker:
@@ -111,12 +125,24 @@ class EnvFactory:
             if die_with_parent is not None:
                 die_with_parent()
         _register_mission(self.env_id)
-        return gym.make(self.env_id, **self.env_kwargs)
+        ensure_registered(self.env_id.partition(":")[2] if ":" in self.env_id else self.env_id)
+        env = gym.make(self.env_id, **self.env_kwargs)
+        if not self.env_wrapper:
+            return env
+        from stable_baselines3.common.monitor import Monitor
+
+        return wrap(Monitor(env), self.env_wrapper)
 
 
 @dataclass(frozen=True)
 class EnvProbe:
-    """What one env built in this process tells about an env id and its arguments."""
+    """What one env built in this process tells about an env id, its arguments and a recipe's wrappers.
+
+    :param observation_space: the observation space the policy sees (after the wrappers and the frame stack)
+    :param action_space: the action space
+    :param render_mode: the env's ``render_mode``
+    :param wrappers: the classes of the Gymnasium wrappers around such an env, outermost first
+    """
 
     observation_space: gym.Space
     action_space: gym.Space
@@ -124,14 +150,29 @@ class EnvProbe:
     wrappers: tuple[type, ...]
 
 
-def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> EnvProbe:
-    """Build one env in this process to check the id and keyword arguments; what it tells.
+def stacked_space(space: gym.Space, frame_stack: int | None) -> gym.Space:
+    """The observation space of ``frame_stack`` frames stacked as SB3's ``VecFrameStack`` stacks them (an image on
+    its channels, anything else on its last axis; a Dict key by key)."""
+    if not frame_stack or frame_stack == 1:
+        return space
+    from stable_baselines3.common.vec_env.stacked_observations import StackedObservations
+
+    try:
+        return StackedObservations(1, frame_stack, space).stacked_observation_space  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"frame_stack {frame_stack}: {exc}") from None
+
+
+def probe_env(
+    env_id: str, env_kwargs: dict[str, Any], env_wrapper: Sequence[Any] = (), frame_stack: int | None = None
+) -> EnvProbe:
+    """Build one env in this process to check the id, keyword arguments and wrappers; what it tells.
 
     :raises ConfigError: when the env cannot be built with these arguments
     """
     check_env_id(env_id)
     try:
-        env = EnvFactory(env_id, env_kwargs)()
+        env = EnvFactory(env_id, env_kwargs, env_wrapper=tuple(env_wrapper))()
     except ConfigError:
         raise
     except gym.error.DependencyNotInstalled as exc:
@@ -145,17 +186,21 @@ def probe_env(env_id: str, env_kwargs: dict[str, Any]) -> EnvProbe:
         while isinstance(layer, gym.Wrapper):
             wrappers.append(type(layer))
             layer = layer.env
-        return EnvProbe(env.observation_space, env.action_space, env.render_mode, tuple(wrappers))
+        obs_space = stacked_space(env.observation_space, frame_stack)
+        return EnvProbe(obs_space, env.action_space, env.render_mode, tuple(wrappers))
     finally:
         env.close()
 
 
-def probe_spaces(env_id: str, env_kwargs: dict[str, Any]) -> tuple[gym.Space, gym.Space]:
-    """Build one env in this process to check the id and keyword arguments; return its spaces.
+def probe_spaces(
+    env_id: str, env_kwargs: dict[str, Any], env_wrapper: Sequence[Any] = (), frame_stack: int | None = None
+) -> tuple[gym.Space, gym.Space]:
+    """Build one env in this process to check the id, keyword arguments and wrappers; return the spaces a policy
+    sees (:func:`probe_env`).
 
     :raises ConfigError: when the env cannot be built with these arguments
     """
-    probe = probe_env(env_id, env_kwargs)
+    probe = probe_env(env_id, env_kwargs, env_wrapper, frame_stack)
     return probe.observation_space, probe.action_space
 
 
@@ -170,6 +215,8 @@ def make_vec_env(
     gamma: float = 0.99,
     normalize_stats: str | Path | None = None,
     threads: int = 1,
+    env_wrapper: Sequence[Any] = (),
+    frame_stack: int | None = None,
 ) -> VecEnv:
     """Build the training env.
 
@@ -179,52 +226,92 @@ def make_vec_env(
         reset) or ``dummy`` (see :func:`resolve_kind` for ``auto``)
     :param seed: env ``i`` is seeded with ``seed + i`` at the first reset
     :param env_kwargs: keyword arguments of the env (Mission Gym: config sections, ``config_dir``, ``scenario``)
-    :param normalize: wrap in ``VecNormalize`` (observations)
+    :param normalize: wrap in ``VecNormalize``: rewards as ``normalize_reward`` says, observations except images
+        (a CNN takes an image's own pixels)
     :param normalize_reward: also normalise rewards
     :param gamma: discount for the reward normaliser
     :param normalize_stats: a saved ``VecNormalize`` pickle whose statistics to continue from
     :param threads: CPU threads the ``native`` env steps its games on (the same results whatever the count)
+    :param env_wrapper: the recipe's Gymnasium wrappers (:mod:`mission_gym.vec.wrappers`); the episodes counted are
+        then the task's own, recorded under them
+    :param frame_stack: stack this many observations (SB3's ``VecFrameStack``)
     :raises ConfigError: for an unknown env id or env arguments the env rejects
     """
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
+    from stable_baselines3.common.vec_env import VecFrameStack, VecMonitor
 
-    env_kwargs = dict(env_kwargs or {})
+    wrappers = tuple(env_wrapper)
+    venv = _base_vec_env(env_id, n_envs, kind, seed, dict(env_kwargs or {}), threads, wrappers)
+    if not wrappers:  # a wrapped env's own Monitor records its episodes (VecMonitor would replace them)
+        venv = VecMonitor(venv)
+    if frame_stack and frame_stack > 1:
+        venv = VecFrameStack(venv, frame_stack)
+    return _wrap(venv, normalize, normalize_reward, gamma, normalize_stats)
+
+
+def _base_vec_env(
+    env_id: str, n_envs: int, kind: str, seed: int | None, env_kwargs: dict[str, Any], threads: int, wrappers: tuple[Any, ...]
+) -> VecEnv:
+    """The envs of :func:`make_vec_env` before its VecEnv wrappers, seeded."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
     if kind == "native" and env_id == ENV_ID:
         from mission_gym.envs import MissionVecEnv
 
         try:
-            venv: VecEnv = MissionVecEnv(n_envs, seed=seed, threads=threads, **env_kwargs)
+            return MissionVecEnv(n_envs, seed=seed, threads=threads, **env_kwargs)
         except TypeError as exc:
             raise ConfigError(f"--env-kwargs for {env_id}: {exc}") from None
-    elif kind == "native":
+    venv: VecEnv
+    if kind == "native":
         from mission_gym.vec.mujoco_vec import MujocoVecEnv
 
+        if wrappers:
+            raise ConfigError(f"--vec-env native steps {env_id} unwrapped; env_wrapper {list(wrappers)}: use subproc or dummy")
         probe_env(env_id, env_kwargs)
         try:
             venv = MujocoVecEnv(env_id, n_envs, env_kwargs)
         except ValueError as exc:
             raise ConfigError(f"--vec-env native: {exc}") from None
-        if seed is not None:
-            venv.seed(seed)
-    else:
-        probe = probe_env(env_id, env_kwargs)
-        if kind == "subproc":
-            from mission_gym.vec.subproc import DeferredSubprocVecEnv
+    elif kind == "subproc":
+        from mission_gym.vec.subproc import DeferredSubprocVecEnv
 
-            fns: list[Callable[[], gym.Env]] = [EnvFactory(env_id, env_kwargs, in_worker=True) for _ in range(n_envs)]
-            # the workers start at the first reset (training), not here: checking a configuration starts no process
-            venv = DeferredSubprocVecEnv(fns, probe.observation_space, probe.action_space, probe.render_mode, probe.wrappers)
-        elif kind == "dummy":
-            venv = DummyVecEnv([EnvFactory(env_id, env_kwargs) for _ in range(n_envs)])
-        else:
-            raise ConfigError(f"vec-env kind {kind!r} is not valid; valid: {', '.join(VEC_ENV_KINDS)}")
-        if seed is not None:
-            venv.seed(seed)
-    return _wrap(VecMonitor(venv), normalize, normalize_reward, gamma, normalize_stats)
+        probe = probe_env(env_id, env_kwargs, wrappers)
+        fns: list[Callable[[], gym.Env]] = [
+            EnvFactory(env_id, env_kwargs, in_worker=True, env_wrapper=wrappers) for _ in range(n_envs)
+        ]
+        # the workers start at the first reset (training), not here: checking a configuration starts no process
+        venv = DeferredSubprocVecEnv(fns, probe.observation_space, probe.action_space, probe.render_mode, probe.wrappers)
+    elif kind == "dummy":
+        probe_env(env_id, env_kwargs, wrappers)
+        venv = DummyVecEnv([EnvFactory(env_id, env_kwargs, env_wrapper=wrappers) for _ in range(n_envs)])
+    else:
+        raise ConfigError(f"vec-env kind {kind!r} is not valid; valid: {', '.join(VEC_ENV_KINDS)}")
+    if seed is not None:
+        venv.seed(seed)
+    return venv
+
+
+def make_eval_env(
+    env_id: str, env_kwargs: dict[str, Any] | None = None, env_wrapper: Sequence[Any] = (), frame_stack: int | None = None
+) -> VecEnv:
+    """One env as a training env of the same recipe sees it (its wrappers and frame stack, no normalisation), with
+    SB3's ``Monitor`` under the wrappers: what evaluation plays, each episode's return the task's own.
+
+    :raises ConfigError: for an unknown env id or env arguments the env rejects
+    """
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
+
+    wrappers = tuple(env_wrapper)
+    probe_env(env_id, dict(env_kwargs or {}), wrappers)
+    factory = EnvFactory(env_id, dict(env_kwargs or {}), env_wrapper=wrappers)
+    venv: VecEnv = DummyVecEnv([factory if wrappers else (lambda: Monitor(factory()))])
+    return VecFrameStack(venv, frame_stack) if frame_stack and frame_stack > 1 else venv
 
 
 def _wrap(venv: VecEnv, normalize: bool, normalize_reward: bool, gamma: float, stats: str | Path | None) -> VecEnv:
-    """``venv`` under a ``VecNormalize`` when asked for one: continuing from saved ``stats``, or new."""
+    """``venv`` under a ``VecNormalize`` when asked for one: continuing from saved ``stats``, or new. Observations
+    are normalised where they are vectors: a Box that is not an image, and a Dict's keys that are such Boxes."""
     from stable_baselines3.common.vec_env import VecNormalize
 
     if stats is not None:
@@ -232,9 +319,35 @@ def _wrap(venv: VecEnv, normalize: bool, normalize_reward: bool, gamma: float, s
         venv.training = True
         venv.norm_reward = normalize_reward
     elif normalize:
-        norm_obs = isinstance(venv.observation_space, gym.spaces.Box)
-        venv = VecNormalize(venv, norm_obs=norm_obs, norm_reward=normalize_reward, gamma=gamma)
+        keys = normalized_keys(venv.observation_space)
+        norm_obs = keys is None or bool(keys)
+        venv = VecNormalize(venv, norm_obs=norm_obs, norm_reward=normalize_reward, gamma=gamma, norm_obs_keys=keys or None)
     return venv
+
+
+def policy_space(space: gym.Space) -> gym.Space:
+    """The observation space SB3's policy sees for an env's: its images channels first (SB3 wraps an env of
+    channels-last images in ``VecTransposeImage``), a Dict's image keys too."""
+    from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
+    from stable_baselines3.common.vec_env import VecTransposeImage
+
+    if isinstance(space, gym.spaces.Dict):
+        return gym.spaces.Dict({k: policy_space(sub) for k, sub in space.spaces.items()})
+    if isinstance(space, gym.spaces.Box) and is_image_space(space) and not is_image_space_channels_first(space):
+        return VecTransposeImage.transpose_space(space)
+    return space
+
+
+def normalized_keys(space: gym.Space) -> list[str] | None:
+    """What ``VecNormalize`` normalises of an observation space: None for a whole vector Box, a Dict's vector Box
+    keys, or ``[]`` for nothing (an image, or a space of another kind)."""
+    from stable_baselines3.common.preprocessing import is_image_space
+
+    if isinstance(space, gym.spaces.Dict):
+        return [k for k, sub in space.spaces.items() if isinstance(sub, gym.spaces.Box) and not is_image_space(sub)]
+    if isinstance(space, gym.spaces.Box) and not is_image_space(space):
+        return None
+    return []
 
 
 def find_vec_normalize(venv: Any) -> VecNormalize | None:

@@ -83,7 +83,9 @@ class DeferredSubprocVecEnv(SubprocVecEnv):
         seeds, options = self._seeds, self._options
         # a forkserver that starts now follows this process's death (one already running was started so too; the
         # kernel ties it to the thread that starts it: training's, which lives as long as the env)
-        multiprocessing.get_context("forkserver").set_forkserver_preload(["__main__", FORKSERVER_GUARD])
+        multiprocessing.get_context("forkserver").set_forkserver_preload(
+            ["__main__", FORKSERVER_GUARD, "stable_baselines3.common.vec_env.subproc_vec_env"]
+        )
         with worker_thread_env():
             SubprocVecEnv.__init__(self, self._env_fns, start_method="forkserver")
         self._seeds, self._options = seeds, options

@@ -1,0 +1,104 @@
+"""What a task's env is made of besides its id and arguments: the Gymnasium wrappers a recipe puts around it
+(``env_wrapper:``, the zoo's key, by name) and the packages that register ids of their own (ALE's, Gymnasium
+Robotics'), imported when an id they own is asked for.
+
+This module imports no SB3 or torch at the top: env worker processes import it to build their env.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from mission_gym.config.loader import suggest
+from mission_gym.config.yaml_io import ConfigError
+
+#: ``env_wrapper`` names -> ``module:Class``. A wrapper is named, never a path a file gives, so an agent file someone
+#: else made imports nothing but these and Gymnasium's own (``gymnasium.wrappers.<Name>``).
+WRAPPERS: dict[str, str] = {
+    # SB3's Atari preprocessing (no-op starts, frame skip 4 with max-pooling, a life lost ends a training episode, 84x84
+    # grey, rewards clipped to their sign), as rl-baselines3-zoo's `atari` block wraps every ALE game
+    "atari": "stable_baselines3.common.atari_wrappers:AtariWrapper",
+}
+_GYMNASIUM_WRAPPERS = "gymnasium.wrappers."
+#: packages that register Gymnasium ids of their own when imported, tried in turn for an id not registered yet (the
+#: zoo imports the same ones); an id's namespace names its package first
+PROVIDERS: tuple[str, ...] = ("ale_py", "gymnasium_robotics")
+_NAMESPACES = {"ALE": "ale_py"}
+
+
+def ensure_registered(env_id: str) -> bool:
+    """Make ``env_id`` known to Gymnasium if a package of :data:`PROVIDERS` that is installed registers it; whether
+    it is registered now. What they print on import (notices about ids the user did not ask for) and ALE's banner at
+    every env made are not shown."""
+    if env_id in gym.registry:
+        return True
+    namespace = env_id.split("/", 1)[0] if "/" in env_id else None
+    first = [_NAMESPACES[namespace]] if namespace in _NAMESPACES else []
+    for module in dict.fromkeys([*first, *PROVIDERS]):
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+                warnings.simplefilter("ignore")
+                imported = importlib.import_module(module)
+        except ImportError:
+            continue
+        if module == "ale_py":
+            imported.ALEInterface.setLoggerMode(imported.LoggerMode.Error)
+        register = getattr(gym, "register_envs", None)
+        if register is not None:
+            register(imported)
+        if env_id in gym.registry:
+            return True
+    return False
+
+
+def wrapper_entries(spec: Sequence[Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """``env_wrapper`` entries as ``(name, keyword arguments)``: a name, or a mapping of one name to its arguments.
+
+    :raises ConfigError: for an entry of another form, or a name that is neither registered nor Gymnasium's
+    """
+    out = []
+    for entry in spec or []:
+        if isinstance(entry, str):
+            name, kwargs = entry, {}
+        elif isinstance(entry, Mapping) and len(entry) == 1:
+            name, kwargs = next(iter(entry.items()))
+            kwargs = dict(kwargs or {})
+        else:
+            raise ConfigError(f"env_wrapper: expected a wrapper name or {{name: {{arguments}}}}, got {entry!r}")
+        if name not in WRAPPERS and not (name.startswith(_GYMNASIUM_WRAPPERS) and name.count(".") == 2):
+            valid = ", ".join([*WRAPPERS, "gymnasium.wrappers.<Name>"])
+            raise ConfigError(f"env_wrapper: unknown wrapper {name!r}{suggest(name, list(WRAPPERS))}; valid: {valid}")
+        out.append((str(name), kwargs))
+    return out
+
+
+def wrapper_class(name: str) -> type[gym.Wrapper]:
+    """The class of a wrapper name (:func:`wrapper_entries` has checked it).
+
+    :raises ConfigError: when it cannot be imported
+    """
+    module, _, attr = (WRAPPERS.get(name) or ":".join(name.rsplit(".", 1))).partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"env_wrapper {name!r}: cannot import {module}.{attr}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, gym.Wrapper)):
+        raise ConfigError(f"env_wrapper {name!r}: {module}.{attr} is not a Gymnasium wrapper")
+    return cls
+
+
+def wrap(env: gym.Env, spec: Sequence[Any] | None) -> gym.Env:
+    """``env`` inside the wrappers of ``env_wrapper``, the first innermost (as the zoo applies them)."""
+    for name, kwargs in wrapper_entries(spec):
+        try:
+            env = wrapper_class(name)(env, **kwargs)
+        except (TypeError, ValueError, AssertionError) as exc:
+            raise ConfigError(f"env_wrapper {name!r} with {kwargs}: {exc}") from None
+    return env
