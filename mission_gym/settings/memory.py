@@ -112,6 +112,18 @@ class RunShape:
     :param device: ``cpu`` or ``cuda`` (``cuda:i`` is treated as ``cuda``)
     :param normalize: VecNormalize on (adds running statistics and a copy of the observation batch)
     :param n_epochs: PPO epochs per rollout (does not change the peak, kept for speed estimates)
+    :param obs_bytes: bytes of one observation when its parts differ in type (a Dict's keys); None: ``obs_dim ×
+        obs_itemsize``
+    :param extractor_params: parameters of the policy's features extractor (a CNN, a Dict's extractors), counted on
+        the extractor itself; 0 for a flatten
+    :param features_dim: the width the extractor gives the MLPs; None: ``obs_dim`` (a flatten)
+    :param features: values per sample that the extractor keeps for backward (a CNN's maps and its float copy of the
+        pixels); 0 for a flatten
+    :param env_bytes: memory of one in-process env as measured for the task (:mod:`mission_gym.vec.probe`); None:
+        Mission Gym's
+    :param worker_bytes: a worker process's own memory as measured for the task; None: Mission Gym's
+    :param server_bytes: the forkserver's own memory as measured with those workers; None: Mission Gym's
+    :param sim_kernels: the run loads Mission Gym's compiled simulation in this process (its game, in-process)
     """
 
     n_envs: int
@@ -129,6 +141,14 @@ class RunShape:
     device: str = "cpu"
     normalize: bool = False
     n_epochs: int = 10
+    obs_bytes: int | None = None
+    extractor_params: int = 0
+    features_dim: int | None = None
+    features: int = 0
+    env_bytes: float | None = None
+    worker_bytes: float | None = None
+    server_bytes: float | None = None
+    sim_kernels: bool = True
 
     def __post_init__(self) -> None:
         for name in ("n_envs", "n_steps", "batch_size", "obs_dim", "obs_itemsize", "n_epochs"):
@@ -150,6 +170,11 @@ class RunShape:
     def rollout(self) -> int:
         """Transitions per rollout (``n_envs × n_steps``)."""
         return self.n_envs * self.n_steps
+
+    @property
+    def step_obs_bytes(self) -> int:
+        """Bytes of one observation as the rollout buffer keeps it."""
+        return self.obs_bytes if self.obs_bytes is not None else self.obs_dim * self.obs_itemsize
 
     @property
     def on_cuda(self) -> bool:
@@ -187,11 +212,11 @@ def count_parameters(shape: RunShape) -> int:
     """Parameters of SB3's ``ActorCriticPolicy`` (MlpPolicy) for this shape: the policy and value MLPs, the action
     head, the value head and, for Box actions, the state-independent ``log_std``.
 
-    :param shape: the run's shape
+    :param shape: the run's shape (a features extractor's parameters added, the MLPs fed its features)
     """
 
     def mlp(widths: Sequence[int]) -> tuple[int, int]:
-        total, last = 0, shape.obs_dim
+        total, last = 0, shape.obs_dim if shape.features_dim is None else shape.features_dim
         for w in widths:
             total += last * w + w
             last = w
@@ -201,7 +226,7 @@ def count_parameters(shape: RunShape) -> int:
     vf, last_vf = (0, last_pi) if shape.trunk else mlp(shape.vf_widths)
     action_head = last_pi * shape.action_outputs + shape.action_outputs
     log_std = shape.action_outputs if shape.action_kind == "box" else 0
-    return pi + vf + action_head + log_std + last_vf + 1
+    return shape.extractor_params + pi + vf + action_head + log_std + last_vf + 1
 
 
 def rollout_buffer_bytes(shape: RunShape) -> int:
@@ -209,7 +234,7 @@ def rollout_buffer_bytes(shape: RunShape) -> int:
 
     :param shape: the run's shape
     """
-    per_step = shape.obs_dim * shape.obs_itemsize + shape.action_dim * _ACTION_ITEMSIZE[shape.action_kind] + 6 * 4
+    per_step = shape.step_obs_bytes + shape.action_dim * _ACTION_ITEMSIZE[shape.action_kind] + 6 * 4
     return shape.rollout * per_step
 
 
@@ -219,7 +244,7 @@ def minibatch_bytes(shape: RunShape) -> int:
 
     :param shape: the run's shape
     """
-    return shape.batch_size * (shape.obs_dim * shape.obs_itemsize + shape.action_dim * 4 + 4 * 4)
+    return shape.batch_size * (shape.step_obs_bytes + shape.action_dim * 4 + 4 * 4)
 
 
 def activation_bytes(shape: RunShape) -> int:
@@ -230,7 +255,7 @@ def activation_bytes(shape: RunShape) -> int:
     """
     widths = sum(shape.pi_widths) + sum(shape.vf_widths) + shape.action_outputs + 1
     factor = ACTIVATION_FACTOR.get(shape.activation.lower(), DEFAULT_ACTIVATION_FACTOR)
-    return int(shape.batch_size * widths * 4 * factor)
+    return int(shape.batch_size * (widths * factor + shape.features) * 4)
 
 
 @dataclass
@@ -324,12 +349,12 @@ def estimate_memory(shape: RunShape) -> MemoryEstimate:
     params = count_parameters(shape)
     model = 4 * params * 4  # parameters, gradients, Adam exp_avg and exp_avg_sq, all float32
     buffer = rollout_buffer_bytes(shape)
-    copies = shape.rollout * shape.obs_dim * shape.obs_itemsize + minibatch_bytes(shape)
+    copies = shape.rollout * shape.step_obs_bytes + minibatch_bytes(shape)
     activations = activation_bytes(shape)
-    obs_batch = shape.n_envs * shape.obs_dim * 4
+    obs_batch = shape.n_envs * max(shape.obs_dim * 4, shape.step_obs_bytes)
 
     host: dict[str, float] = {HOST_BASELINE: HOST_BASELINE_MB * MB}
-    if shape.vec_env != "subproc":
+    if shape.vec_env != "subproc" and shape.sim_kernels:
         host[HOST_SIM_KERNELS] = HOST_SIM_KERNELS_MB * MB
     if shape.on_cuda:
         host[HOST_CUDA] = HOST_CUDA_RUNTIME_MB * MB
@@ -338,10 +363,13 @@ def estimate_memory(shape: RunShape) -> MemoryEstimate:
     if shape.vec_env == "native":
         env = shape.n_envs * NATIVE_ENV_BYTES
     elif shape.vec_env == "dummy":
-        env = shape.n_envs * DUMMY_ENV_BYTES
+        env = shape.n_envs * (DUMMY_ENV_BYTES if shape.env_bytes is None else shape.env_bytes)
     else:
         env = 0.0
-        host[HOST_WORKERS] = (shape.n_envs * SUBPROC_WORKER_MB + SUBPROC_SERVER_MB) * MB
+        # a task's measured worker shares the forkserver's imports (torch, SB3), which the forkserver holds once
+        worker = SUBPROC_WORKER_MB * MB if shape.worker_bytes is None else shape.worker_bytes
+        server = SUBPROC_SERVER_MB * MB if shape.server_bytes is None else shape.server_bytes
+        host[HOST_WORKERS] = shape.n_envs * worker + server
     if shape.normalize:
         env += 2 * obs_batch  # VecNormalize keeps the raw batch next to the normalised one
     host[HOST_ENV] = env

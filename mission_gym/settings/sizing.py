@@ -9,17 +9,18 @@ members run at once (which preset fits a machine is :mod:`mission_gym.settings.f
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from mission_gym import ENV_ID
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import GB, MB, list_gpus
 from mission_gym.settings.memory import MemoryEstimate, RunShape, estimate_batched, estimate_memory
-from mission_gym.settings.resolve import Resolved, batch_size, vec_env_kind
+from mission_gym.settings.resolve import Resolved, batch_size, policy_name, vec_env_kind
 from mission_gym.settings.schema import TrainConfig
 
 # A single run (no population) gets a core per ENVS_PER_CORE envs: each env step also runs policy inference and
@@ -72,7 +73,8 @@ def population_estimate(config: TrainConfig, device: str, cores: int | None = No
 def spaces_fields(observation_space: Any, action_space: Any) -> dict[str, Any]:
     """``RunShape`` fields that describe a Gymnasium observation and action space.
 
-    :param observation_space: a ``Box`` (other spaces are counted by their flattened size)
+    :param observation_space: a ``Box``, a ``Dict`` (its keys' bytes added up) or another space (counted by its
+        flattened size)
     :param action_space: ``MultiDiscrete``, ``Discrete``, ``Box`` or ``MultiBinary``
     """
     from gymnasium import spaces
@@ -80,6 +82,10 @@ def spaces_fields(observation_space: Any, action_space: Any) -> dict[str, Any]:
     obs_dim = int(spaces.flatdim(observation_space))
     dtype = getattr(observation_space, "dtype", None)
     obs_itemsize = int(dtype.itemsize) if dtype is not None else 4
+    obs_bytes = None
+    if isinstance(observation_space, spaces.Dict):
+        obs_bytes = sum(int(spaces.flatdim(sub)) * int(getattr(sub, "dtype", np.dtype("float32")).itemsize)
+                        for sub in observation_space.spaces.values())  # fmt: skip
     if isinstance(action_space, spaces.MultiDiscrete):
         kind, sizes = "multidiscrete", tuple(int(n) for n in action_space.nvec.ravel())
     elif isinstance(action_space, spaces.Discrete):
@@ -90,36 +96,77 @@ def spaces_fields(observation_space: Any, action_space: Any) -> dict[str, Any]:
         kind, sizes = "multibinary", (int(math.prod(action_space.shape)),)
     else:
         raise ValueError(f"action space {action_space} is not supported by PPO's buffers")
-    return {"obs_dim": obs_dim, "obs_itemsize": obs_itemsize, "action_kind": kind, "action_sizes": sizes}
+    return {"obs_dim": obs_dim, "obs_itemsize": obs_itemsize, "obs_bytes": obs_bytes, "action_kind": kind,
+            "action_sizes": sizes}  # fmt: skip
 
 
-@functools.lru_cache(maxsize=32)
-def _env_spaces(env_id: str, kwargs_items: tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+_SPACES: dict[str, tuple[Any, Any]] = {}
+
+
+def task_spaces(config: TrainConfig) -> tuple[Any, Any]:
+    """The observation and action spaces a configuration's policy sees (its wrappers and frame stack included): one
+    env made in this process, then kept for the process."""
     from mission_gym.vec.factory import probe_spaces
 
-    obs_space, act_space = probe_spaces(env_id, dict(kwargs_items))
-    return tuple(spaces_fields(obs_space, act_space).items())
+    key = repr((config.env, config.env_kwargs, config.env_wrapper, config.frame_stack))
+    if key not in _SPACES:
+        _SPACES[key] = probe_spaces(config.env, dict(config.env_kwargs), config.env_wrapper, config.frame_stack)
+    return _SPACES[key]
 
 
 def env_spaces(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``RunShape`` space fields of a Gymnasium id (one env made in this process, then cached).
+    """``RunShape`` space fields of a Gymnasium id (one env made in this process, then kept).
 
     :param env_id: a registered id (``module:Id`` imports the module first)
     :param env_kwargs: arguments for ``gym.make``
     :raises ConfigError: for an unknown id or arguments the env rejects
     """
-    items = tuple(sorted((k, v) for k, v in (env_kwargs or {}).items()))
-    try:
-        return dict(_env_spaces(env_id, items))
-    except TypeError:  # unhashable kwargs: make it uncached
-        return dict(_env_spaces.__wrapped__(env_id, items))
+    return spaces_fields(*task_spaces(TrainConfig(env=env_id, env_kwargs=dict(env_kwargs or {}))))
+
+
+_COUNTS: dict[str, dict[str, int]] = {}
+
+
+def extractor_counts(config: TrainConfig, observation_space: Any, policy: str) -> dict[str, int]:
+    """``RunShape`` fields of the features extractor SB3's policy ``policy`` (``cnn``, ``multi_input``) puts before
+    its MLPs for this observation space, counted on the extractor itself: built on PyTorch's ``meta`` device (no
+    memory), one sample passed through it and each layer's output counted (what autograd keeps for backward)."""
+    key = repr((policy, observation_space, config.hyperparams.get("policy_kwargs")))
+    if key in _COUNTS:
+        return _COUNTS[key]
+    import torch
+    from gymnasium import spaces
+    from stable_baselines3.common.preprocessing import preprocess_obs
+    from stable_baselines3.common.torch_layers import CombinedExtractor, NatureCNN
+
+    from mission_gym.vec.factory import policy_space
+
+    space = policy_space(observation_space)
+    kwargs = dict((config.hyperparams.get("policy_kwargs") or {}).get("features_extractor_kwargs") or {})
+    cls = CombinedExtractor if policy == "multi_input" else NatureCNN
+    with torch.device("meta"):
+        extractor = cls(space, **kwargs)
+        kept = [0]
+        leaves = [m for m in extractor.modules() if not list(m.children())]
+        hooks = [m.register_forward_hook(lambda _m, _i, out: kept.__setitem__(0, kept[0] + out.numel())) for m in leaves]
+        sample: Any
+        if isinstance(space, spaces.Dict):
+            sample = {k: torch.zeros((1, *sub.shape)) for k, sub in space.spaces.items()}
+        else:
+            sample = torch.zeros((1, *space.shape))
+        extractor(preprocess_obs(sample, space))
+        for hook in hooks:
+            hook.remove()
+    params = sum(p.numel() for p in extractor.parameters())
+    _COUNTS[key] = {"extractor_params": int(params), "features_dim": int(extractor.features_dim), "features": int(kept[0])}
+    return _COUNTS[key]
 
 
 def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: int | None = None) -> RunShape:
     """The memory estimator's shape of a training configuration.
 
-    :param config: the configuration (``batch_size: auto`` and ``vec_env: auto`` are resolved by the trainer's rules,
-        :mod:`mission_gym.settings.resolve`)
+    :param config: the configuration (``batch_size: auto``, ``vec_env: auto`` and ``policy: auto`` are resolved by
+        the trainer's rules, :mod:`mission_gym.settings.resolve`)
     :param device: overrides the configuration's device; ``auto`` left unresolved counts as ``cpu`` (so does ``mps``)
     :param cores: CPU cores, for resolving ``vec_env: auto`` (detected when None)
     """
@@ -127,7 +174,22 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
     batch = batch_size(config) if config.batch_size == "auto" else config.batch_size
     vec_env = vec_env_kind(config, cores) if config.vec_env == "auto" else config.vec_env
     dev = device or config.device
-    spaces = env_spaces(config.env, config.env_kwargs) if config.env != ENV_ID or config.env_kwargs else {}
+    task: dict[str, Any] = {"sim_kernels": config.env == ENV_ID}
+    if config.env != ENV_ID or config.env_kwargs:
+        observation_space, action_space = task_spaces(config)
+        task = spaces_fields(observation_space, action_space)
+        policy = policy_name(config)
+        if policy in ("cnn", "multi_input"):
+            task.update(extractor_counts(config, observation_space, policy))
+    if config.env != ENV_ID and vec_env in ("dummy", "subproc"):
+        from mission_gym.vec.probe import task_profile
+
+        profile = task_profile(config.env, config.env_kwargs, config.env_wrapper, cores)
+        task.update(env_bytes=profile.env_bytes)
+        if vec_env == "subproc":
+            if profile.worker_bytes is None:  # a step too cheap for the probe to have started a worker
+                profile = task_profile(config.env, config.env_kwargs, config.env_wrapper, cores, workers=True)
+            task.update(worker_bytes=profile.worker_bytes, server_bytes=profile.server_bytes)
     return RunShape(
         n_envs=config.n_envs,
         n_steps=config.n_steps,
@@ -139,7 +201,7 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
         device="cpu" if dev in ("auto", "mps") else dev,  # MPS: unified memory, counted as host RAM
         normalize=config.normalize,
         n_epochs=config.n_epochs,
-        **spaces,
+        **task,
     )
 
 

@@ -52,6 +52,8 @@ class TaskProfile:
     :param env_bytes: memory one more env holds in this process
     :param obs_bytes: bytes of one observation as the env gives it
     :param worker_bytes: a worker process's own memory (USS) with the env built and stepped; None when not measured
+    :param server_bytes: the forkserver's own memory with the pages it shares with the workers (its imports), which
+        the workers' USS leaves out: what a run of any number of workers adds once
     :param subproc_gain: env steps/s of ``cores`` envs in as many workers over the same envs in this process; None
         when not measured (a step too cheap to be worth a process, or one core)
     :param cores: the cores the gain was measured with
@@ -66,6 +68,7 @@ class TaskProfile:
     worker_bytes: float | None = None
     subproc_gain: float | None = None
     cores: int = 1
+    server_bytes: float | None = None
 
     @property
     def worth_a_process(self) -> bool:
@@ -161,6 +164,7 @@ def task_profile(
     env_wrapper: Sequence[Any] = (),
     cores: int | None = None,
     refresh: bool = False,
+    workers: bool = False,
 ) -> TaskProfile:
     """The task's profile on this machine: from the cache, else probed now (a second or two) and kept.
 
@@ -169,6 +173,8 @@ def task_profile(
     :param env_wrapper: the recipe's wrappers (:mod:`mission_gym.vec.wrappers`)
     :param cores: the cores a run may use (default: this process's)
     :param refresh: probe again even when a profile is kept
+    :param workers: measure a worker process's memory even for a step too cheap to be worth one (a run that asks for
+        ``subproc`` itself)
     :raises ConfigError: for an id, arguments or wrappers the env refuses
     """
     cores = available_cores() if cores is None else cores
@@ -178,10 +184,13 @@ def task_profile(
         kept = _read_cache().get(key)
         if isinstance(kept, dict):
             try:
-                return TaskProfile(**kept)
+                profile = TaskProfile(**kept)
             except TypeError:
                 pass  # written by another version: probe again
-    profile = probe_task(env_id, kwargs, tuple(env_wrapper), cores)
+            else:
+                if not workers or profile.worker_bytes is not None:
+                    return profile
+    profile = probe_task(env_id, kwargs, tuple(env_wrapper), cores, workers)
     _write_cache(key, profile)
     return profile
 
@@ -207,7 +216,9 @@ def _step_us(envs: list[gym.Env], seconds: float) -> float:
     return (time.perf_counter() - start) / steps * 1e6
 
 
-def probe_task(env_id: str, env_kwargs: dict[str, Any], env_wrapper: tuple[Any, ...], cores: int) -> TaskProfile:
+def probe_task(
+    env_id: str, env_kwargs: dict[str, Any], env_wrapper: tuple[Any, ...], cores: int, workers: bool = False
+) -> TaskProfile:
     """Measure a task now (see the module doc); nothing is kept.
 
     :raises ConfigError: for an id, arguments or wrappers the env refuses
@@ -228,9 +239,9 @@ def probe_task(env_id: str, env_kwargs: dict[str, Any], env_wrapper: tuple[Any, 
     space = probe.observation_space
     obs_bytes = int(sum(int(np.prod(s.shape or (1,))) * s.dtype.itemsize for s in _leaves(space)))
     profile = TaskProfile(env_id, obs_kind(space), action_kind(probe.action_space), step_us, env_bytes, obs_bytes, cores=cores)
-    if cores > 1 and step_us >= SUBPROC_MIN_STEP_US:
-        worker, gain = _measure_workers(env_id, env_kwargs, env_wrapper, cores)
-        profile = TaskProfile(**{**asdict(profile), "worker_bytes": worker, "subproc_gain": gain})
+    if workers or cores > 1 and step_us >= SUBPROC_MIN_STEP_US:
+        worker, server, gain = _measure_workers(env_id, env_kwargs, env_wrapper, cores)
+        profile = TaskProfile(**{**asdict(profile), "worker_bytes": worker, "server_bytes": server, "subproc_gain": gain})
     return profile
 
 
@@ -240,16 +251,13 @@ def _leaves(space: gym.Space) -> list[gym.Space]:
     return [space] if getattr(space, "dtype", None) is not None else []
 
 
-def worker_footprint(env_id: str, env_kwargs: dict[str, Any], env_wrapper: Sequence[Any] = ()) -> float:
-    """A ``subproc`` worker's own memory (USS) with the task's env built and stepped, in bytes."""
-    return _measure_workers(env_id, env_kwargs, tuple(env_wrapper), 1)[0]
-
-
 def _measure_workers(
     env_id: str, env_kwargs: dict[str, Any], env_wrapper: tuple[Any, ...], cores: int
-) -> tuple[float, float | None]:
-    """A worker's own memory (USS) and, for several cores, the steps/s of ``cores`` workers over the same envs in
-    this process."""
+) -> tuple[float, float | None, float | None]:
+    """A worker's own memory (USS), the forkserver's, and for several cores the steps/s of ``cores`` workers over
+    the same envs in this process."""
+    from multiprocessing import forkserver
+
     import psutil
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -260,18 +268,25 @@ def _measure_workers(
         subproc = _vec_steps_per_s(venv, PROBE_SECONDS)
         base = venv.unwrapped if hasattr(venv, "unwrapped") else venv
         pids = [p.pid for p in getattr(base, "processes", [])]
-        uss = [psutil.Process(pid).memory_full_info().uss for pid in pids if psutil.pid_exists(pid)]
+        server_pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # type: ignore[attr-defined]
+        workers = [psutil.Process(pid).memory_full_info() for pid in pids if psutil.pid_exists(pid)]
+        group = [*workers, *([psutil.Process(server_pid).memory_full_info()] if server_pid else [])]
+        # USS is what each holds alone; the pages they share (the forkserver's imports) count in no one's USS: the
+        # forkserver is counted with them (the group's PSS beyond its USS), once however many workers share them
+        shared = sum(m.pss - m.uss for m in group)
+        server = float(group[-1].uss + shared) if server_pid else None
+        uss = [m.uss for m in workers]
     finally:
         venv.close()
-    worker = float(np.mean(uss)) if uss else None
+    worker = float(np.mean(uss)) if uss else 0.0
     if cores <= 1:
-        return float(worker or 0.0), None
+        return worker, server, None
     dummy = DummyVecEnv([EnvFactory(env_id, env_kwargs, env_wrapper=env_wrapper) for _ in range(cores)])
     try:
         in_process = _vec_steps_per_s(dummy, PROBE_SECONDS)
     finally:
         dummy.close()
-    return float(worker or 0.0), subproc / in_process
+    return worker, server, subproc / in_process
 
 
 def _vec_steps_per_s(venv: Any, seconds: float) -> float:
