@@ -23,7 +23,8 @@ from mission_gym.training.trainer import Trainer
 from mission_gym.vec.factory import ENV_ID as MISSION_ENV_ID
 from mission_gym.vec.factory import make_vec_env
 
-SHIPPED = ["auto", "beast", "cpu", "fast", "halfcheetah", "heavy", "hopper", "mujoco", "quick", "walker2d"]
+SHIPPED = ["acrobot", "atari", "auto", "beast", "cartpole", "cpu", "discrete", "fast", "halfcheetah", "heavy", "hopper",
+           "mission", "mujoco", "pendulum", "pixels", "quick", "walker2d"]  # fmt: skip
 GPU_MEMBERS = {"fast": 8, "heavy": 16, "beast": 32}  # the cpu recipe scaled: two members per core of the tier
 SHORT_MISSION = {"world": {"physics": {"episode_seconds": 2.5}}}  # 10-step episodes
 
@@ -53,7 +54,7 @@ def test_gpu_presets_are_the_cpu_recipe_with_their_members(name):
     gpu, cpu = load_preset(name), load_preset("cpu")
     assert gpu.population.size == GPU_MEMBERS[name] and gpu.device == "auto" and cpu.device == "cpu"
     # everything a member learns with is the cpu preset's: its members train what the cpu preset's do
-    same = {"preset", "description", "device", "population"}
+    same = {"preset", "description", "device", "population", "tier"}
     assert gpu.model_dump(exclude=same) == cpu.model_dump(exclude=same)
     assert gpu.population.model_dump(exclude={"size"}) == cpu.population.model_dump(exclude={"size"})
 
@@ -458,11 +459,11 @@ def test_population_variants_are_typed_and_merge_into_the_run():
         apply_overrides(cpu, {"population.variants": [{"seed": 3}]})
     with pytest.raises(ConfigError, match="gama"):
         apply_overrides(cpu, {"population.variants[2]": {"gama": 0.9}})
-    # another env drops the Mission Gym settings of the run and of every variant alike
-    hopper = apply_overrides(cpu, {"env": "Hopper-v5"})
-    assert cpu.restarts is not None and hopper.restarts is None  # the game's recorded states mean nothing there
-    assert hopper.curriculum == [] and hopper.env_kwargs == {}
-    assert all(not v.curriculum and not v.env_kwargs for v in hopper.population.variants)
+    # another env takes none of the game's settings: the game's configuration refuses it in one line, naming them
+    with pytest.raises(ConfigError, match="env_kwargs is for MissionGym-v0, not for env 'Hopper-v5'"):
+        apply_overrides(cpu, {"env": "Hopper-v5"})
+    with pytest.raises(ConfigError, match=r"curriculum, restarts, population.variants\[2\].curriculum, .* are settings of Mission"):
+        apply_overrides(cpu, {"env": "Hopper-v5", "env_kwargs": {}})
 
 
 def test_overrides_set_fields_paths_and_list_items():
@@ -509,13 +510,9 @@ def test_curriculum_ramps_to_the_real_game():
         Curriculum(load_config(), guard[:2], 100)
     with pytest.raises(ValueError, match="until"):
         CurriculumStep(setting="x", value=1.0, until=0)
-    # `--preset cpu --env Hopper-v5`: the preset's curriculum (Mission Gym's game) is left out, an explicit one is not
-    assert load_preset("cpu").curriculum and apply_overrides(load_preset("cpu"), {"env": "Hopper-v5"}).curriculum == []
-    # ... and so are its env arguments (the defender-motion observation), unless given
-    assert load_preset("cpu").env_kwargs and apply_overrides(load_preset("cpu"), {"env": "Hopper-v5"}).env_kwargs == {}
-    assert apply_overrides(load_preset("cpu"), {"env": "Hopper-v5", "env_kwargs": {"frame_skip": 2}}).env_kwargs == {
-        "frame_skip": 2
-    }
+    # `--preset cpu --env Hopper-v5` sizes Hopper's own recipe: none of the game's curriculum or env arguments
+    hopper = load_preset("cpu", env="Hopper-v5")
+    assert load_preset("cpu").curriculum and hopper.curriculum == [] and hopper.env_kwargs == {} and hopper.recipe == "hopper"
     assert apply_overrides(load_preset("cpu"), {"seed": 3}).env_kwargs == load_preset("cpu").env_kwargs
     merged = apply_overrides(load_preset("cpu"), {"env_kwargs": {"reward": {"win_bonus": 100}}}).env_kwargs
     assert merged == {**load_preset("cpu").env_kwargs, "reward": {"win_bonus": 100}}  # merged into the preset's

@@ -3,12 +3,15 @@
 ``python -m mission_gym.scripts.bench --mode env`` measures env steps per second of Mission Gym
 through each way of batching it (a single ``MissionEnv``, SB3 ``DummyVecEnv`` and ``SubprocVecEnv``
 of ``MissionEnv``, and the native ``MissionVecEnv`` on 1, 2, ... threads, ``--threads``) over a sweep of ``n_envs``,
-and prints a table whose ratios come from the same run.
+and prints a table whose ratios come from the same run. ``--env ID`` measures a Gymnasium task instead, batched as
+the trainer batches it (``dummy``, ``subproc`` and the task's own ``native`` env where it has one): env steps/s and
+the memory of each configuration (:mod:`mission_gym.scripts.bench_task`).
 
 ``python -m mission_gym.scripts.bench --mode train --preset cpu`` trains a few rollouts of each preset as the trainer
 builds it (after a warm-up rollout; one fresh process per configuration, so each peak RSS is its own; one learner
 thread unless ``--num-threads``): env steps/s, end-to-end training FPS, the share of time in rollouts vs updates, peak
-RSS (and env workers' memory) and, on CUDA, peak GPU memory, next to the memory estimator's figures.
+RSS (and env workers' memory) and, on CUDA, peak GPU memory, next to the memory estimator's figures; with ``--env
+ID`` each preset is that task's configuration (a tier, ``cpu`` by default, sizes the task's recipe).
 ``--algo lean sb3`` also trains SB3's own ``PPO`` on the same configuration and prints the speed-up of the trainer's
 :class:`~mission_gym.ppo.lean.LeanPPO` over it, from the same run; ``--baseline sb3-defaults`` times, right after each
 preset, SB3's own ``PPO`` with every default on the preset's env (what a user of SB3 starts from) and prints the
@@ -27,7 +30,6 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -35,6 +37,15 @@ from mission_gym.config.loader import suggest
 from mission_gym.hardware import available_cores
 from mission_gym.scripts.bench_members import batched_one, parse_placement, placement_mode, population_mode, preset_problem
 from mission_gym.scripts.bench_report import plot_train, print_table, print_train_table, speedups, write_csv
+from mission_gym.scripts.bench_task import (
+    DEFAULT_TASK_N_ENVS,
+    bench_gym_env,
+    quiet_mujoco,
+    steps_per_second,
+    task_config,
+    task_env_mode,
+    task_refusal,
+)
 from mission_gym.scripts.cli import CliParser, command_main, fail
 
 ENV_KINDS: tuple[str, ...] = ("single", "dummy", "subproc", "native")
@@ -91,22 +102,9 @@ def bench_env(kind: str, n_envs: int, seconds: float, seed: int = 0, threads: in
     try:
         venv.reset()
         n_att = venv.action_space.shape[0]
-        return _steps_per_second(venv, list(rng.integers(0, 11, size=(64, n_envs, n_att))), n_envs, seconds)
+        return steps_per_second(venv, list(rng.integers(0, 11, size=(64, n_envs, n_att))), n_envs, seconds)
     finally:
         venv.close()
-
-
-def _steps_per_second(venv: Any, actions: list[np.ndarray], n_envs: int, seconds: float) -> float:
-    """Env steps per second of ``venv`` stepping the given batches of actions in turn for about ``seconds``, after a
-    warm-up of 3 steps (compiled kernels loaded, workers started)."""
-    for k in range(3):
-        venv.step(actions[k])
-    rounds = 0
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        venv.step(actions[rounds % len(actions)])
-        rounds += 1
-    return rounds * n_envs / (time.perf_counter() - start)
 
 
 def run_env_sweep(
@@ -140,21 +138,30 @@ TRAIN_KINDS: tuple[str, ...] = ("native", "dummy", "subproc")
 
 
 def train_one(
-    preset: str, n_envs: int | None, vec_env: str | None, rollouts: int, device: str, algo: str = "lean", threads: int = 1
+    preset: str,
+    n_envs: int | None,
+    vec_env: str | None,
+    rollouts: int,
+    device: str,
+    algo: str = "lean",
+    threads: int = 1,
+    env: str | None = None,
 ) -> dict[str, object]:
     """Train ``rollouts`` rollouts of ``preset`` (``n_envs`` envs, None: its own; ``vec_env`` None: its own kind) in
     this process, after a warm-up rollout; the measured row (JSON-able). The batch size follows the preset's rule for
     the new rollout size. ``algo`` ``sb3-defaults`` measures SB3's own PPO with its defaults on the preset's env
-    instead (:func:`~mission_gym.training.measure.measure_sb3_defaults`; ``rollouts`` of its 2,048 steps).
+    instead (:func:`~mission_gym.training.measure.measure_sb3_defaults`; ``rollouts`` of its 2,048 steps). ``env``
+    (None: the preset's own task) is the task the preset is composed for (:func:`~mission_gym.scripts.bench_task.
+    task_config`).
     """
     from mission_gym.hardware import MB
     from mission_gym.settings.memory import estimate_memory
     from mission_gym.settings.overrides import apply_overrides
-    from mission_gym.settings.presets import load_preset
     from mission_gym.settings.sizing import shape_from_config
     from mission_gym.training.measure import SB3_DEFAULTS, measure_sb3_defaults, measure_training
 
-    config = load_preset(preset)
+    config = task_config(preset, env)
+    quiet_mujoco(config.env)
     sizes: dict[str, object] = {"device": device, "population": {"size": 1}}
     if algo == SB3_DEFAULTS:  # SB3's PPO() on one DummyVecEnv env: the shape the memory estimator sees
         sizes.update(n_envs=1, n_steps=2048, batch_size=64, n_epochs=10, network_arch=[64, 64], activation="tanh",
@@ -194,22 +201,6 @@ def train_one(
     }
 
 
-def bench_gym_env(env_id: str, kind: str, n_envs: int, seconds: float, seed: int = 0) -> float:
-    """Env steps per second of a Gymnasium id batched as the trainer batches it (``native``, ``dummy`` or ``subproc``;
-    no normalisation), random actions, measured for about ``seconds`` after a warm-up."""
-    from mission_gym.vec.factory import make_vec_env
-
-    venv = make_vec_env(env_id, n_envs, kind, seed=seed)
-    try:
-        venv.reset()
-        space = venv.action_space
-        space.seed(seed)
-        actions = [np.stack([space.sample() for _ in range(n_envs)]) for _ in range(64)]
-        return _steps_per_second(venv, actions, n_envs, seconds)
-    finally:
-        venv.close()
-
-
 def run_train_sweep(
     presets: list[str],
     kinds: list[str | None],
@@ -221,11 +212,13 @@ def run_train_sweep(
     algos: list[str] | None = None,
     threads: int = 1,
     baseline: str | None = None,
+    env: str | None = None,
 ) -> list[dict[str, object]]:
     """Every (preset, vec-env kind (None: the preset's own), n_envs, algorithm), and after each preset the
     ``baseline`` (``sb3-defaults``: SB3's own PPO with its defaults on the preset's env) when asked: a fresh
-    ``python -m mission_gym.scripts.bench --train-worker`` process trains a few rollouts of each; env-only steps/s of
-    each (env, kind, n_envs) is measured once in this process."""
+    ``python -m mission_gym.scripts.bench --train-worker`` process trains a few rollouts of each (each preset
+    composed for ``env``, None: its own task); env-only steps/s of each (env, kind, n_envs) is measured once in this
+    process."""
     from mission_gym import ENV_ID
 
     env_sps: dict[tuple[str, str, int], float] = {}
@@ -239,7 +232,7 @@ def run_train_sweep(
                 print(f"  skip {preset} {kind} n_envs={n} (> --max-subproc {max_subproc})", file=sys.stderr)
                 continue
             cmd = [sys.executable, "-m", "mission_gym.scripts.bench", "--train-worker",
-                   json.dumps([preset, n, kind, rollouts, device, algo, threads])]  # fmt: skip
+                   json.dumps([preset, n, kind, rollouts, device, algo, threads, env])]  # fmt: skip
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -252,6 +245,7 @@ def run_train_sweep(
                 if key[0] == ENV_ID:
                     env_sps[key] = bench_env(key[1], key[2], env_seconds)
                 else:
+                    quiet_mujoco(key[0])
                     env_sps[key] = bench_gym_env(key[0], key[1], key[2], env_seconds)
             row["env_steps_per_s"] = env_sps[key]
             rows.append(row)
@@ -324,11 +318,18 @@ def build_parser() -> CliParser:
     p.add_argument("--batch-worker", default=None, help=argparse.SUPPRESS)
     p.add_argument(
         "--n-envs", type=int, nargs="+", default=None, metavar="N",
-        help=f"n_envs values to sweep [--mode env: {' '.join(map(str, DEFAULT_N_ENVS))}; --mode train: the preset's own]",
+        help=f"n_envs values to sweep [--mode env: {' '.join(map(str, DEFAULT_N_ENVS))} (with --env: "
+             f"{' '.join(map(str, DEFAULT_TASK_N_ENVS))}); --mode train: the preset's own]",
     )  # fmt: skip
     p.add_argument(
         "--vec-env", nargs="+", default=None, metavar="KIND",
-        help=f"kinds to measure [--mode env: {', '.join(ENV_KINDS)}; --mode train: the preset's own]",
+        help=f"kinds to measure [--mode env: {', '.join(ENV_KINDS)} (with --env: dummy, subproc and native where the task "
+             "has it); --mode train: the preset's own]",
+    )  # fmt: skip
+    p.add_argument(
+        "--env", metavar="ID", default=None,
+        help="a Gymnasium task instead of Mission Gym: --mode env steps it (dummy, subproc, native where it has one) and "
+             "measures its memory; --mode train composes each --preset for it [Mission Gym]",
     )  # fmt: skip
     p.add_argument("--seconds", type=float, default=2.0, help="measuring time per configuration")
     p.add_argument(
@@ -350,6 +351,11 @@ def _train_refusal(args: argparse.Namespace) -> str | None:
         problem = preset_problem(name)
         if problem:
             return problem
+        if args.env is not None:  # the preset for the task: its recipe must serve the task's kind of spaces
+            try:
+                task_config(name, args.env)
+            except ValueError as exc:
+                return str(exc).replace("\n", " ")
     if args.rollouts < 1:
         return f"--rollouts must be >= 1, got {args.rollouts}"
     device = args.device
@@ -372,8 +378,9 @@ def _train_mode(args: argparse.Namespace) -> int:
     n_envs: list[int | None] = sorted(set(args.n_envs)) if args.n_envs else [None]
     kinds: list[str | None] = list(args.vec_env) if args.vec_env else [None]
     rows = run_train_sweep(args.preset, kinds, n_envs, args.rollouts, device, args.seconds, args.max_subproc,
-                           args.algo, args.num_threads, args.baseline)  # fmt: skip
-    print_train_table(rows, f"PPO training on {device}: {args.rollouts} rollouts per configuration after one of warm-up")
+                           args.algo, args.num_threads, args.baseline, args.env)  # fmt: skip
+    task = f" of {args.env}" if args.env else ""
+    print_train_table(rows, f"PPO training{task} on {device}: {args.rollouts} rollouts per configuration after one of warm-up")
     for line in speedups(rows):
         print(line)
     if args.csv and rows:
@@ -393,8 +400,9 @@ def _train_mode(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.train_worker is not None:  # one configuration of --mode train, in its own process
-        preset, n, kind, rollouts, device, algo, threads = json.loads(args.train_worker)
-        print(json.dumps(train_one(preset, None if n is None else int(n), kind, int(rollouts), device, algo, int(threads))))
+        preset, n, kind, rollouts, device, algo, threads, *env = json.loads(args.train_worker)  # env: optional
+        row = train_one(preset, None if n is None else int(n), kind, int(rollouts), device, algo, int(threads), *env[:1])
+        print(json.dumps(row))
         return 0
     if args.batch_worker is not None:  # one population size of --mode population, batched, in its own process
         preset, members, rollouts, device = json.loads(args.batch_worker)
@@ -402,12 +410,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if any(n < 1 for n in args.n_envs or []) or args.seconds <= 0:
         return fail(f"--n-envs values and --seconds must be positive (got {args.n_envs}, {args.seconds})")
+    if args.env is not None:
+        refusal = task_refusal(args)
+        if refusal is not None:
+            return fail(refusal)
+        quiet_mujoco(args.env)
+    if args.env is not None and args.mode == "env":
+        return task_env_mode(args)
     if args.mode == "train":
         return _train_mode(args)
     if args.mode == "placement":
         return placement_mode(args)
     if args.mode == "population":
         return population_mode(args)
+    return _env_mode(args)
+
+
+def _env_mode(args: argparse.Namespace) -> int:
+    """``--mode env`` of Mission Gym: the sweep of every kind, its table and ``--csv``."""
     args.n_envs = args.n_envs or list(DEFAULT_N_ENVS)
     args.vec_env = args.vec_env or list(ENV_KINDS)
     bad = [k for k in args.vec_env if k not in ENV_KINDS]

@@ -127,6 +127,30 @@ def print_table(rows: list[dict[str, object]], title: str) -> None:
     Console(width=120).print(table)
 
 
+def print_task_table(rows: list[dict[str, object]], title: str) -> None:
+    """Print a task's sweep (``bench --env ID``) as a table: steps/s, the ratio to one env in this process, and the
+    memory of each configuration."""
+    from rich.console import Console
+    from rich.table import Table
+
+    def mb(value: object) -> str:
+        return "-" if value is None else f"{value:,.1f} MB"
+
+    table = Table(title=title)
+    columns = ("vec-env", "n_envs", "env steps/s", "× 1 env (dummy)", "main RSS growth", "workers (PSS)", "total", "note")
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("vec-env", "note") else "right")
+    for r in rows:
+        sps, grown, workers = r["steps_per_s"], r["main_rss_growth_mb"], r["workers_mb"]
+        total = None if grown is None or workers is None else float(grown) + float(workers)  # type: ignore[arg-type]
+        table.add_row(
+            str(r["vec_env"]), str(r["n_envs"]), "-" if sps is None else f"{sps:,.0f}",
+            "-" if r["vs_one_env"] is None else f"{r['vs_one_env']:.2f}", mb(grown),
+            "-" if r["vec_env"] != "subproc" else mb(workers), mb(total), str(r["note"]),
+        )  # fmt: skip
+    Console(width=140).print(table)
+
+
 def write_csv(rows: list[dict[str, object]], path: Path) -> None:
     """Write the rows as CSV (the columns of every row, in the order they first appear)."""
     with path.open("w", newline="") as f:

@@ -12,7 +12,8 @@ The shipped presets live in ``mission_gym/presets/``; a user file works the same
   of :mod:`mission_gym.settings.fit`, weighing the tiers' configurations of the task at hand).
 
 A preset may start from another (``base: mujoco``): its own keys are merged over the base's (mappings key by key,
-anything else, lists included, replaced).
+anything else, lists included, replaced); a tier as its base (``base: cpu``) is that tier's configuration of the
+file's ``env`` (default Mission Gym).
 """
 
 from __future__ import annotations
@@ -144,6 +145,10 @@ def _with_base(path: Path, directory: str | Path | None, seen: list[Path]) -> di
         raise ConfigError(f"{path}: base: presets that start from each other ({' -> '.join(p.name for p in seen)})")
     beside = path.parent / f"{base}.yaml"  # a preset beside this one, else a shipped one (or a path)
     base_path = beside if beside.is_file() else preset_path(base, directory)
+    if _read_mapping(base_path).get("tier") is True:  # a tier's configuration of this file's task (default the game)
+        env = data.get("env")
+        sized = compose_preset(base_path, base_path.parent, env=str(env) if env else None).config.model_dump()
+        return deep_merge(sized, data)
     return deep_merge(_with_base(base_path, directory, [*seen, path.resolve()]), data)
 
 
@@ -225,7 +230,7 @@ def recipe_for(env: str, directory: str | Path | None = None, env_kwargs: Mappin
         from mission_gym.vec.probe import task_profile
 
         profile = task_profile(env, env_kwargs)
-        return profile.action_kind, profile.obs_kind
+        return profile.action_kind, profile.recipe_obs_kind
 
     return choose(env, uses, kinds, descriptions)
 

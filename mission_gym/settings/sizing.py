@@ -177,7 +177,7 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
     task: dict[str, Any] = {"sim_kernels": config.env == ENV_ID}
     if config.env != ENV_ID or config.env_kwargs:
         observation_space, action_space = task_spaces(config)
-        task = spaces_fields(observation_space, action_space)
+        task.update(spaces_fields(observation_space, action_space))
         policy = policy_name(config)
         if policy in ("cnn", "multi_input"):
             task.update(extractor_counts(config, observation_space, policy))
@@ -186,10 +186,10 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
 
         profile = task_profile(config.env, config.env_kwargs, config.env_wrapper, cores)
         task.update(env_bytes=profile.env_bytes)
-        if vec_env == "subproc":
+        if vec_env == "subproc" and profile.error is None:
             if profile.worker_bytes is None:  # a step too cheap for the probe to have started a worker
                 profile = task_profile(config.env, config.env_kwargs, config.env_wrapper, cores, workers=True)
-            task.update(worker_bytes=profile.worker_bytes, server_bytes=profile.server_bytes)
+            task.update(worker_bytes=profile.worker_bytes or None, server_bytes=profile.server_bytes)
     return RunShape(
         n_envs=config.n_envs,
         n_steps=config.n_steps,

@@ -20,7 +20,7 @@ A recipe (:mod:`mission_gym.settings.recipes`) says what is learned; a tier (``c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,6 +127,12 @@ def _envs(recipe: TrainConfig, cores: int, profile: Profiler) -> tuple[str, int,
                 f"stepped it {task.subproc_gain:.2f}x as fast as one process)"
             ),
         )
+    if task.step_us is None:
+        return (
+            "dummy",
+            recipe.n_envs,
+            f"{recipe.n_envs} envs in this process (dummy: its step raised {task.error} when probed)",
+        )
     why = f"a step costs {task.step_us:,.0f} µs"
     if task.subproc_gain is not None:
         why += f"; {cores} workers stepped it {task.subproc_gain:.2f}x as fast as one process"
@@ -142,8 +148,10 @@ def _multiple_of(rollout: int, n_envs: int, cores: int) -> int:
 
 
 def fit_to_memory(composed: Composed, host_gb: float, estimate: Callable[[TrainConfig], Any]) -> Composed:
-    """``auto``'s configuration made to fit ``host_gb`` of host RAM: its envs halved (the rollout kept) until the
-    estimate fits, said in a note; unchanged when it fits or when nothing smaller would.
+    """``auto``'s configuration made to fit ``host_gb`` of host RAM, said in a note: first its envs halved (the
+    rollout kept: what it learns per step is the recipe's), then, where the rollout itself is too large (a huge
+    observation), its steps per env halved and the minibatch with them, to the largest size that fits. Unchanged when
+    it fits, for a population recipe, or when not even one env and one step fit (the memory check then refuses it).
 
     :param estimate: the memory estimate of a configuration (:func:`~mission_gym.settings.sizing.population_estimate`)
     """
@@ -152,15 +160,35 @@ def fit_to_memory(composed: Composed, host_gb: float, estimate: Callable[[TrainC
     first = estimate(config).host_bytes
     if first <= budget or config.population.size > 1 and config.population.cuts:
         return composed
-    n_envs = config.n_envs
-    while n_envs > 1:
-        n_envs = max(d for d in divisors(config.rollout) if d < n_envs)
-        smaller = config.model_copy(update={"n_envs": n_envs, "n_steps": config.rollout // n_envs})
-        if estimate(smaller).host_bytes <= budget:
-            fits = estimate(smaller).host_bytes / GB
+    for smaller in _smaller(config):
+        need = estimate(smaller).host_bytes
+        if need <= budget:
+            kept = (
+                "the same rollout"
+                if smaller.rollout == config.rollout
+                else f"a rollout of {smaller.rollout:,}, not {config.rollout:,}"
+            )
             note = (
-                f"memory: {config.n_envs} envs would need ~{first / GB:.1f} GiB of the {host_gb:.1f} GiB here; "
-                f"{n_envs} envs x {smaller.n_steps} steps (the same rollout) fit (~{fits:.1f} GiB)"
+                f"memory: {config.n_envs} envs x {config.n_steps} steps would need ~{first / GB:.1f} GiB of the "
+                f"{host_gb:.1f} GiB here; {smaller.n_envs} envs x {smaller.n_steps} steps ({kept}, minibatch "
+                f"{smaller.batch_size}) fit (~{need / GB:.1f} GiB)"
             )
             return Composed(TrainConfig.model_validate(smaller.model_dump()), [*composed.notes, note])
     return composed
+
+
+def _smaller(config: TrainConfig) -> Iterator[TrainConfig]:
+    """Ever smaller sizes of a configuration: fewer envs for the same rollout, then fewer steps per env."""
+    n_envs = config.n_envs
+    while n_envs > 1:
+        n_envs = max(d for d in divisors(config.rollout) if d < n_envs)
+        yield config.model_copy(update={"n_envs": n_envs, "n_steps": config.rollout // n_envs})
+    batch = int(config.batch_size) if isinstance(config.batch_size, int) else None
+    n_steps = config.rollout // n_envs
+    while n_steps > 1:
+        n_steps //= 2
+        rollout = n_envs * n_steps
+        update: dict[str, Any] = {"n_envs": n_envs, "n_steps": n_steps}
+        if batch is not None:
+            update["batch_size"] = max(d for d in divisors(rollout) if d <= batch)
+        yield config.model_copy(update=update)

@@ -25,7 +25,8 @@ class Measurement:
     """Peaks of a short real training run.
 
     :param peak_rss_bytes: the training process's peak RSS over its whole life (``getrusage``)
-    :param worker_bytes: USS of the env worker processes at the end of training (subproc only)
+    :param worker_bytes: memory of this process's child processes at the end of training (subproc: the env workers,
+        their forkserver and multiprocessing's resource tracker), each page counted once (:func:`children_memory`)
     :param cuda_max_allocated: ``torch.cuda.max_memory_allocated`` (0 on CPU)
     :param cuda_max_reserved: ``torch.cuda.max_memory_reserved`` (0 on CPU)
     :param nvml_used_peak: the most device memory NVML reported in use while training (0 on CPU)
@@ -145,15 +146,9 @@ def _time_learning(model: Any, rollout: int, rollouts: int, warmup: int, device:
     seconds = time.perf_counter() - start
     cpu_s = _cpu_seconds() - cpu_start
     window = sampler.drain()
-    workers = 0.0
-    for child in psutil.Process().children(recursive=True):
-        try:
-            workers += child.memory_full_info().uss
-        except psutil.Error:
-            pass
     out = Measurement(
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        worker_bytes=workers,
+        worker_bytes=children_memory(),
         seconds=seconds,
         timesteps=rollouts * rollout,
         rollout_s=timings.rollout_s,
@@ -164,6 +159,22 @@ def _time_learning(model: Any, rollout: int, rollouts: int, warmup: int, device:
         _cuda_peaks(out, window)
         out.nvml_process_used = _nvml_process_memory(device)
     return out
+
+
+def children_memory() -> float:
+    """Bytes the child processes of this process hold now (subproc: the env workers, their forkserver and
+    multiprocessing's resource tracker), each shared page counted once: the sum of their PSS, which gives a page
+    shared by ``k`` processes ``1/k`` to each. That is the workers' USS plus the pages they share with the forkserver
+    (its imports) once, as :func:`~mission_gym.vec.probe.task_profile` measures a task's workers; a sum of RSS would
+    count those pages once per worker, a sum of USS not at all. Off Linux (no PSS), the sum of USS."""
+    total = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            info = child.memory_full_info()
+        except psutil.Error:  # ended meanwhile, or not ours to read
+            continue
+        total += float(getattr(info, "pss", info.uss))
+    return total
 
 
 def _cuda_peaks(out: Measurement, window: dict[str, float]) -> None:

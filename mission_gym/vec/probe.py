@@ -38,7 +38,7 @@ SUBPROC_MIN_GAIN = 1.3
 #: seconds each timing of a probe steps for
 PROBE_SECONDS = 0.4
 #: bump when what a profile holds or how it is measured changes: older entries are measured again
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -48,27 +48,37 @@ class TaskProfile:
     :param env_id: the Gymnasium id
     :param obs_kind: ``vector``, ``image`` (SB3's ``is_image_space``), ``dict`` or ``other``
     :param action_kind: ``discrete``, ``multidiscrete``, ``multibinary``, ``continuous`` or ``other``
-    :param step_us: microseconds per env step in this process, random actions, resets included
-    :param env_bytes: memory one more env holds in this process
+    :param step_us: microseconds per env step in this process, random actions, resets included (None: its step
+        raised ``error`` while probed)
+    :param env_bytes: memory one more env holds in this process (None: not measured)
     :param obs_bytes: bytes of one observation as the env gives it
     :param worker_bytes: a worker process's own memory (USS) with the env built and stepped; None when not measured
-    :param server_bytes: the forkserver's own memory with the pages it shares with the workers (its imports), which
-        the workers' USS leaves out: what a run of any number of workers adds once
     :param subproc_gain: env steps/s of ``cores`` envs in as many workers over the same envs in this process; None
         when not measured (a step too cheap to be worth a process, or one core)
     :param cores: the cores the gain was measured with
+    :param server_bytes: the forkserver's own memory with the pages it shares with the workers (its imports), which
+        the workers' USS leaves out: what a run of any number of workers adds once
+    :param dict_image: a Dict observation with an image among its keys
+    :param error: what the env raised while probed (such a profile is not kept)
     """
 
     env_id: str
     obs_kind: str
     action_kind: str
-    step_us: float
-    env_bytes: float
+    step_us: float | None
+    env_bytes: float | None
     obs_bytes: int
     worker_bytes: float | None = None
     subproc_gain: float | None = None
     cores: int = 1
     server_bytes: float | None = None
+    dict_image: bool = False
+    error: str | None = None
+
+    @property
+    def recipe_obs_kind(self) -> str:
+        """The observations' kind as recipes serve them: a Dict holding an image is a pixel task."""
+        return "image" if self.dict_image else self.obs_kind
 
     @property
     def worth_a_process(self) -> bool:
@@ -77,12 +87,12 @@ class TaskProfile:
 
     def describe(self) -> str:
         """One line for the user: what was measured."""
+        kinds = f"{self.obs_kind} observations, {self.action_kind} actions"
+        if self.step_us is None or self.env_bytes is None:
+            return f"{kinds}; its step raised {self.error} while probed"
         gain = f", {self.cores} workers {self.subproc_gain:.2f}x this process" if self.subproc_gain is not None else ""
         worker = f", a worker {self.worker_bytes / MB:,.0f} MB" if self.worker_bytes is not None else ""
-        return (
-            f"{self.obs_kind} observations, {self.action_kind} actions, {self.step_us:,.0f} µs a step, "
-            f"{self.env_bytes / MB:,.1f} MB an env{worker}{gain}"
-        )
+        return f"{kinds}, {self.step_us:,.0f} µs a step, {self.env_bytes / MB:,.1f} MB an env{worker}{gain}"
 
 
 def obs_kind(space: gym.Space) -> str:
@@ -191,7 +201,8 @@ def task_profile(
                 if not workers or profile.worker_bytes is not None:
                     return profile
     profile = probe_task(env_id, kwargs, tuple(env_wrapper), cores, workers)
-    _write_cache(key, profile)
+    if profile.error is None:
+        _write_cache(key, profile)
     return profile
 
 
@@ -224,6 +235,10 @@ def probe_task(
     :raises ConfigError: for an id, arguments or wrappers the env refuses
     """
     probe = probe_env(env_id, env_kwargs, env_wrapper)
+    space = probe.observation_space
+    obs_bytes = int(sum(int(np.prod(s.shape or (1,))) * s.dtype.itemsize for s in _leaves(space)))
+    dict_image = isinstance(space, gym.spaces.Dict) and any(obs_kind(sub) == "image" for sub in space.spaces.values())
+    kinds = (env_id, obs_kind(space), action_kind(probe.action_space))
     make = EnvFactory(env_id, env_kwargs, env_wrapper=env_wrapper)
     first = make()
     try:
@@ -234,13 +249,18 @@ def probe_task(
         env_bytes = max(0.0, (_rss() - before) / len(more))
         for env in more:
             env.close()
+    except Exception as exc:  # the task's own error: training meets it where it is reported (a worker's traceback)
+        return TaskProfile(
+            *kinds, None, None, obs_bytes, cores=cores, dict_image=dict_image, error=f"{type(exc).__name__}: {exc}"
+        )
     finally:
         first.close()
-    space = probe.observation_space
-    obs_bytes = int(sum(int(np.prod(s.shape or (1,))) * s.dtype.itemsize for s in _leaves(space)))
-    profile = TaskProfile(env_id, obs_kind(space), action_kind(probe.action_space), step_us, env_bytes, obs_bytes, cores=cores)
+    profile = TaskProfile(*kinds, step_us, env_bytes, obs_bytes, cores=cores, dict_image=dict_image)
     if workers or cores > 1 and step_us >= SUBPROC_MIN_STEP_US:
-        worker, server, gain = _measure_workers(env_id, env_kwargs, env_wrapper, cores)
+        try:
+            worker, server, gain = _measure_workers(env_id, env_kwargs, env_wrapper, cores)
+        except (EOFError, OSError, RuntimeError):  # a worker could not build the env (an id only this process knows)
+            return profile
         profile = TaskProfile(**{**asdict(profile), "worker_bytes": worker, "server_bytes": server, "subproc_gain": gain})
     return profile
 

@@ -1,0 +1,198 @@
+"""A recipe for the task, a tier for the machine: which recipe serves which task, how a tier sizes it, the policy each
+kind of observation gets, and what another task refuses of Mission Gym's own settings."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import task_envs  # noqa: F401  (registers the tests' tasks)
+import warm_cli
+
+from mission_gym.config.yaml_io import ConfigError
+from mission_gym.hardware import Hardware
+from mission_gym.scripts.train_ppo import main
+from mission_gym.settings import presets, tiers
+from mission_gym.settings.memory import estimate_memory
+from mission_gym.settings.presets import compose_preset, load_preset, recipe_for
+from mission_gym.settings.sizing import shape_from_config
+from mission_gym.vec import probe
+
+CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
+TWO_CORES = Hardware(None, None, 2, 24.0)
+HAS_MUJOCO = importlib.util.find_spec("mujoco") is not None
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test probes its tasks into a cache of its own."""
+    monkeypatch.setenv("MISSION_GYM_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize(
+    "env, recipe",
+    [
+        ("MissionGym-v0", "mission"),
+        ("CartPole-v1", "cartpole"),
+        ("Pendulum-v1", "pendulum"),
+        ("MountainCar-v0", "discrete"),  # no recipe of its own: the default of its kind
+        ("MountainCarContinuous-v0", "mujoco"),
+        ("task_envs:ImageTarget-v0", "pixels"),
+        ("task_envs:DictGoal-v0", "mujoco"),
+        ("task_envs:DictImage-v0", "pixels"),
+    ],
+)
+def test_each_task_gets_its_recipe_or_its_kinds(env: str, recipe: str) -> None:
+    choice = recipe_for(env)
+    assert choice.name == recipe
+    assert choice.why.startswith(f"recipe {recipe}: ")
+
+
+@pytest.mark.skipif(not HAS_MUJOCO, reason="needs mujoco")
+def test_a_shipped_task_recipe_wins_over_its_kinds() -> None:
+    assert recipe_for("Hopper-v5").name == "hopper"
+    assert recipe_for("Ant-v5").name == "mujoco"
+
+
+def test_the_game_at_each_tier_keeps_its_recipe() -> None:
+    """The tiers change the game's members and device only: cpu is the recipe as written."""
+    recipe = load_preset("mission")
+    for tier, members, device in (("cpu", 6, "cpu"), ("fast", 8, "auto"), ("heavy", 16, "auto"), ("beast", 32, "auto")):
+        config = load_preset(tier)
+        assert (config.population.size, config.device, config.recipe, config.tier) == (members, device, "mission", tier)
+        same = {"population", "device", "recipe", "tier", "preset", "description"}
+        assert config.model_dump(exclude=same) == recipe.model_dump(exclude=same)
+        assert config.population.cuts == recipe.population.cuts
+
+
+def test_a_tier_sizes_another_task_keeping_the_recipes_learning() -> None:
+    recipe = load_preset("discrete")
+    composed = compose_preset("cpu", env="MountainCar-v0", hardware=TWO_CORES)
+    config = composed.config
+    assert (config.env, config.recipe, config.tier, config.device) == ("MountainCar-v0", "discrete", "cpu", "cpu")
+    assert config.rollout == recipe.rollout and config.batch_size == recipe.batch_size
+    assert config.vec_env == "dummy"  # a classic-control step is far too cheap for a worker process
+    assert config.policy == "mlp" and config.population.size == 1
+    assert any(n.startswith("recipe discrete: no recipe is made for MountainCar-v0") for n in composed.notes)
+    assert any(n.startswith("size: tier cpu") and "in this process" in n for n in composed.notes)
+
+
+def test_a_gpu_tier_trains_seeds_side_by_side_with_mlp_learners_on_the_cpu() -> None:
+    composed = compose_preset("heavy", env="CartPole-v1", hardware=Hardware(24.0, "card", 8, 64.0))
+    config = composed.config
+    assert (config.population.size, config.population.learner, config.population.cuts) == (4, "processes", [])
+    assert config.device == "cpu" and config.num_threads == 2  # 8 cores, 2 for each of 4 seeds
+    assert "4 seeds side by side" in composed.notes[1] and "learner on the CPU" in composed.notes[1]
+
+
+def test_workers_when_the_probe_measured_them_faster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``subproc`` only where worker processes were measured faster than this process, with the rollout kept and
+    the envs a multiple of the cores."""
+    slow = probe.TaskProfile("MountainCar-v0", "vector", "discrete", 400.0, 1e5, 16, 3e7, 1.8, 4, 2e8)
+    monkeypatch.setattr(probe, "task_profile", lambda *a, **k: slow)
+    config = compose_preset("cpu", env="MountainCar-v0", hardware=Hardware(None, None, 4, 24.0)).config
+    assert config.vec_env == "subproc" and config.n_envs % 4 == 0 and config.rollout == load_preset("discrete").rollout
+    est = estimate_memory(shape_from_config(config, cores=4))
+    assert est.worker_bytes == pytest.approx(config.n_envs * 3e7 + 2e8)
+    cheap = probe.TaskProfile("MountainCar-v0", "vector", "discrete", 400.0, 1e5, 16, 3e7, 1.1, 4, 2e8)
+    monkeypatch.setattr(probe, "task_profile", lambda *a, **k: cheap)
+    assert compose_preset("cpu", env="MountainCar-v0", hardware=Hardware(None, None, 4, 24.0)).config.vec_env == "dummy"
+
+
+def test_auto_on_a_machine_with_little_ram_takes_the_largest_size_that_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A voxel observation (13.7 MB a step): auto's rollout would not fit 24 GiB; it takes the largest that does and
+    says so, and what it takes fits the estimate."""
+    monkeypatch.setattr(presets, "_host_gb", lambda: 24.0)
+    monkeypatch.setattr(presets, "detect_hardware", lambda: TWO_CORES)
+    composed = compose_preset("auto", env="task_envs:Voxels-v0")
+    config = composed.config
+    assert config.rollout < load_preset("discrete").rollout
+    assert estimate_memory(shape_from_config(config)).host_bytes <= 0.85 * 24 * 2**30
+    assert any(n.startswith("memory: ") for n in composed.notes), composed.notes
+    assert config.rollout % config.batch_size == 0
+
+
+def test_the_estimate_of_a_voxel_task_is_planned_before_anything_is_allocated() -> None:
+    config = load_preset("cpu", env="task_envs:Voxels-v0")
+    est = estimate_memory(shape_from_config(config))
+    step = 17 * 49 * 71 * 58 * 4
+    assert est.host["rollout buffer"] >= config.rollout * step
+    assert est.params > 17 * 49 * 71 * 58 * 64  # the MLP's first layer alone
+
+
+def test_policy_follows_the_observations() -> None:
+    for env, policy in (
+        ("task_envs:ImageTarget-v0", "cnn"),
+        ("task_envs:DictGoal-v0", "multi_input"),
+        ("task_envs:DictImage-v0", "multi_input"),
+    ):
+        assert load_preset("cpu", env=env).policy == policy
+    pixels = load_preset("cpu", env="task_envs:ImageTarget-v0")
+    assert not pixels.normalize and pixels.frame_stack == 4
+    est = estimate_memory(shape_from_config(pixels))
+    from stable_baselines3 import PPO
+
+    from mission_gym.vec.factory import make_vec_env
+
+    venv = make_vec_env("task_envs:ImageTarget-v0", 1, "dummy", frame_stack=4)
+    model = PPO("CnnPolicy", venv, policy_kwargs={"net_arch": []})
+    assert est.params == sum(p.numel() for p in model.policy.parameters())  # counted on the meta device, exactly
+    venv.close()
+
+
+def test_a_game_setting_on_another_task_is_refused(tmp_path: Path, cli_here) -> None:
+    curriculum = "curriculum=[{setting: engagement.capture.time_to_capture, value: 5, until: 1024}]"
+    for args in (
+        ["--env", "CartPole-v1", "--hyperparams", curriculum],
+        ["--preset", "mission", "--env", "CartPole-v1"],
+        ["--preset", "quick", "--env", "CartPole-v1", "--hyperparams", "restarts={states: x.npz, until: 1000}"],
+    ):
+        code, out, err = cli_here(main, [*args, "--no-progress"])
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
+        assert "CartPole-v1" in err and ("Mission Gym" in err or "MissionGym-v0" in err), err
+        assert not (tmp_path / "runs").exists()
+
+
+def test_an_unknown_kind_of_space_is_one_line(cli_here, monkeypatch: pytest.MonkeyPatch) -> None:
+    odd = probe.TaskProfile("X-v0", "other", "other", 10.0, 0.0, 8)
+    monkeypatch.setattr(probe, "task_profile", lambda *a, **k: odd)
+    with pytest.raises(ConfigError, match="other actions with other observations have no recipe"):
+        recipe_for("MountainCar-v0")
+
+
+def test_fit_to_memory_keeps_what_fits() -> None:
+    composed = compose_preset("cpu", env="CartPole-v1", hardware=TWO_CORES)
+    assert tiers.fit_to_memory(composed, 64.0, lambda c: estimate_memory(shape_from_config(c))) is composed
+
+
+@pytest.mark.parametrize("env, policy_class", [
+    ("task_envs:ImageTarget-v0", "ActorCriticCnnPolicy"),
+    ("task_envs:DictGoal-v0", "MultiInputActorCriticPolicy"),
+    ("task_envs:DictImage-v0", "MultiInputActorCriticPolicy"),
+    ("CartPole-v1", "ActorCriticPolicy"),
+])  # fmt: skip
+def test_each_observation_kind_trains_and_loads_with_plain_sb3(tmp_path: Path, env: str, policy_class: str) -> None:
+    shutil.copy(Path(__file__).with_name("task_envs.py"), tmp_path / "task_envs.py")
+    args = [*CLI, "--env", env, "--timesteps", "512", "--n-steps", "32", "--n-epochs", "1", "--eval-freq", "256",
+            "--eval-episodes", "2", "--run-name", "r", "--no-progress"]  # fmt: skip
+    proc = warm_cli.run(args, tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert "note: recipe " in proc.stdout and "note: size: tier cpu" in proc.stdout
+    run = tmp_path / "runs" / "r"
+    from stable_baselines3 import PPO
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        model = PPO.load(run / "final_model.zip", device="cpu")
+        assert type(model.policy).__name__ == policy_class
+        from mission_gym.agents import load_agent
+
+        agent = load_agent(run, trust_pickle=False)  # the safe files: no pickle read
+        assert agent.safe and type(agent.policy).__name__ == policy_class
+    finally:
+        sys.path.remove(str(tmp_path))
+    evaluated = warm_cli.run([sys.executable, "-m", "mission_gym.scripts.evaluate", str(run), "--episodes", "2"], tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr
