@@ -23,6 +23,7 @@ a list for several values, a mapping for ``k=v`` flags such as ``--hyperparams``
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -257,12 +258,17 @@ def jobs_from_flags(
     extra_args: Sequence[str] = (),
     cpus: int | None = None,
     gpus: float | None = None,
+    env: str | None = None,
 ) -> list[Job]:
-    """``--jobs N --preset X --seeds ...``: N runs of one configuration, one per seed.
+    """``--jobs N --preset X --env ID --seeds ...``: N runs of one configuration, one per seed.
 
-    Without seeds the seeds are ``0..N-1``; without ``--jobs`` there is one job per seed.
+    Without seeds the seeds are ``0..N-1``; without ``--jobs`` there is one job per seed. Each job is passed
+    ``--env`` and sizes itself: a tier (``auto``, train_ppo's default) is composed for the task on the cores the job
+    is given.
 
-    :param name: the run-name stem (default: the preset's name and the time, so launches never collide)
+    :param name: the run-name stem (default: the task's and the preset's names and the time, so launches never
+        collide)
+    :param env: the Gymnasium id every job trains (None: the preset's own task)
     :raises ConfigError: on inconsistent flags
     """
     source = "launch flags"
@@ -282,8 +288,12 @@ def jobs_from_flags(
     if name is None:
         import time
 
-        name = f"{Path(preset).stem if preset else 'job'}-{time.strftime('%Y%m%d-%H%M%S')}"
-    entry = validate(JobEntry, {"name": name, "preset": preset, "seeds": list(seeds), "cpus": cpus, "gpus": gpus}, source)
+        stem = Path(preset).stem if preset else ("auto" if env else "job")
+        if env:  # a run name takes letters, digits, '.', '_' and '-': "my_pkg:Task-v0" -> "Task-v0"
+            stem = f"{re.sub(r'[^A-Za-z0-9._-]', '-', env.rpartition(':')[2]).strip('-.') or 'env'}-{stem}"
+        name = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    fields = {"name": name, "preset": preset, "env": env, "seeds": list(seeds), "cpus": cpus, "gpus": gpus}
+    entry = validate(JobEntry, fields, source)
     jobs = _expand(entry, JobDefaults(), extra_args)
     _check_unique(jobs, source)
     return jobs

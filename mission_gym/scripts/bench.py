@@ -414,7 +414,6 @@ def main(argv: list[str] | None = None) -> int:
         refusal = task_refusal(args)
         if refusal is not None:
             return fail(refusal)
-        quiet_mujoco(args.env)
     if args.env is not None and args.mode == "env":
         return task_env_mode(args)
     if args.mode == "train":

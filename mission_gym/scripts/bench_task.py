@@ -38,17 +38,15 @@ def _mujoco_warning(message: str) -> None:
 
 
 def quiet_mujoco(env_id: str) -> None:
-    """Route MuJoCo's C-level warnings through :func:`_mujoco_warning` in this process when ``env_id`` is a MuJoCo
-    task: by default MuJoCo prints them to stdout and appends them to ``MUJOCO_LOG.TXT`` in the working directory
-    (``mujoco.set_mju_user_warning`` replaces both). A handler already set is kept."""
+    """Route MuJoCo's C-level warnings through :func:`_mujoco_warning` in this process when ``env_id`` (a registered
+    id) is a MuJoCo task: by default MuJoCo prints them to stdout and appends them to ``MUJOCO_LOG.TXT`` in the working
+    directory (``mujoco.set_mju_user_warning`` replaces both). A handler already set is kept. Env worker processes
+    need the same before they build their env."""
     import gymnasium as gym
 
-    from mission_gym.vec.factory import check_env_id
-
-    check_env_id(env_id)
     try:
         entry = gym.spec(env_id.partition(":")[2] if ":" in env_id else env_id).entry_point
-    except gym.error.Error:
+    except gym.error.Error:  # not registered (yet): nothing of MuJoCo's is loaded for it
         return
     module = entry if isinstance(entry, str) else getattr(entry, "__module__", "") or ""
     if "mujoco" not in module:
@@ -155,7 +153,8 @@ def run_task_sweep(
 
 
 def task_refusal(args: argparse.Namespace) -> str | None:
-    """Why ``bench --env ID`` cannot run with these flags (one line), or None; the id is checked first."""
+    """Why ``bench --env ID`` cannot run with these flags (one line), or None; the id is checked first, and a MuJoCo
+    task's warnings are routed before any of its envs is built (:func:`quiet_mujoco`)."""
     from mission_gym.config.yaml_io import ConfigError
     from mission_gym.vec.factory import check_env_id, has_native
 
@@ -163,6 +162,7 @@ def task_refusal(args: argparse.Namespace) -> str | None:
         check_env_id(args.env)
     except ConfigError as exc:
         return str(exc)
+    quiet_mujoco(args.env)
     if args.mode not in ("env", "train"):
         return f"--env goes with --mode env or --mode train, not --mode {args.mode}"
     if args.mode == "env":

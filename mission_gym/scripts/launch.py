@@ -2,6 +2,7 @@
 
 python -m mission_gym.scripts.launch jobs.yaml [--max-parallel N] [-- TRAIN_PPO_ARGS...]
 python -m mission_gym.scripts.launch --jobs 4 --preset heavy --seeds 0 1 2 3 [-- --timesteps 1000000]
+python -m mission_gym.scripts.launch --env Hopper-v5 --seeds 0 1 2 3   # each job sizes the task's recipe to its cores
 python -m mission_gym.scripts.launch jobs.yaml --backend ray [--ray-address ADDR] [--gpus-per-job 0.25]
 
 Exit status: 0 when every job succeeded, 1 when any failed, 2 on bad input, 130/143 when stopped by
@@ -27,15 +28,20 @@ def build_parser() -> CliParser:
     p = CliParser(
         prog="python -m mission_gym.scripts.launch",
         description="Run several train_ppo jobs side by side: from a jobs YAML file, or N runs of one preset "
-        "with --jobs/--preset/--seeds. Arguments after -- go to every train_ppo job.",
+        "and task with --jobs/--preset/--env/--seeds. Arguments after -- go to every train_ppo job.",
         epilog="See docs/launcher.md for the jobs file format.",
     )
     p.add_argument("jobs_file", nargs="?", metavar="JOBS_YAML", help="jobs file (name, preset, env, seeds, args per job)")
     g = p.add_argument_group("jobs from flags (instead of a file)")
     g.add_argument("--jobs", type=int, metavar="N", help="number of runs (default: one per seed)")
-    g.add_argument("--preset", help="train_ppo preset of every run (name or YAML file)")
+    g.add_argument("--preset", help="train_ppo preset of every run (name or YAML file) [train_ppo's: auto]")
+    g.add_argument(
+        "--env",
+        metavar="ID",
+        help="Gymnasium task of every run, e.g. Hopper-v5; a tier sizes its recipe to each job's cores [the preset's]",
+    )
     g.add_argument("--seeds", type=int, nargs="+", metavar="S", help="one seed per run (default 0..N-1)")
-    g.add_argument("--name", help="run-name stem: runs are <name>-s<seed> (default <preset>-<date>-<time>)")
+    g.add_argument("--name", help="run-name stem: runs are <name>-s<seed> (default [<env>-]<preset>-<date>-<time>)")
     r = p.add_argument_group("resources")
     r.add_argument(
         "--max-parallel",
@@ -94,11 +100,9 @@ def _launch_dir(runs_dir: Path) -> Path:
 
 def _jobs(args, extra: list[str]) -> list[Job]:
     if args.jobs_file is not None:
-        used = [
-            f
-            for f, v in (("--jobs", args.jobs), ("--preset", args.preset), ("--seeds", args.seeds), ("--name", args.name))
-            if v is not None
-        ]
+        flags = (("--jobs", args.jobs), ("--preset", args.preset), ("--env", args.env), ("--seeds", args.seeds),
+                 ("--name", args.name))  # fmt: skip
+        used = [f for f, v in flags if v is not None]
         if used:
             raise ConfigError(
                 f"{' '.join(used)} build jobs from flags; with a jobs file set them in the file "
@@ -106,7 +110,11 @@ def _jobs(args, extra: list[str]) -> list[Job]:
             )
         jobs = load_jobs(args.jobs_file, extra)
     else:
-        jobs = jobs_from_flags(args.jobs, args.preset, args.seeds, args.name, extra)
+        if args.env is not None:  # refused here in one line, not once per job in its log
+            from mission_gym.vec.factory import check_env_id
+
+            check_env_id(args.env)
+        jobs = jobs_from_flags(args.jobs, args.preset, args.seeds, args.name, extra, env=args.env)
     from mission_gym.scripts.train_ppo import build_parser as train_parser  # a light import: argparse only
 
     known = [opt for action in train_parser()._actions for opt in action.option_strings]

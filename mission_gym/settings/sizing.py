@@ -186,7 +186,7 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
 
         profile = task_profile(config.env, config.env_kwargs, config.env_wrapper, cores)
         task.update(env_bytes=profile.env_bytes)
-        if vec_env == "subproc" and profile.error is None:
+        if vec_env == "subproc" and profile.step_us is not None:
             if profile.worker_bytes is None:  # a step too cheap for the probe to have started a worker
                 profile = task_profile(config.env, config.env_kwargs, config.env_wrapper, cores, workers=True)
             task.update(worker_bytes=profile.worker_bytes or None, server_bytes=profile.server_bytes)

@@ -100,7 +100,13 @@ def compose(
     if seeds > 1:
         data["population"] = {"size": seeds, "learner": "processes", "episodes": max(recipe.eval_episodes, 10)}
         data["num_threads"] = cores
-    side = f"{seeds} seeds side by side on {cores} cores each, the best kept; " if seeds > 1 else ""
+    at_once = min(seeds, max(1, hw.cores // cores))
+    when = "" if at_once == seeds else f", {at_once} at a time on {hw.cores} cores"
+    side = (
+        f"{seeds} seeds side by side on {cores} core{'s' if cores > 1 else ''} each{when}, the best kept; "
+        if seeds > 1
+        else ""
+    )
     notes.append(
         f"size: tier {tier_name} ({tier.description}): {side}{line}; rollout {n_envs} x {recipe.rollout // n_envs} = "
         f"{recipe.rollout:,} steps and minibatch {recipe.batch_size} as the recipe has it; {device_line}"
@@ -136,6 +142,8 @@ def _envs(recipe: TrainConfig, cores: int, profile: Profiler) -> tuple[str, int,
     why = f"a step costs {task.step_us:,.0f} µs"
     if task.subproc_gain is not None:
         why += f"; {cores} workers stepped it {task.subproc_gain:.2f}x as fast as one process"
+    elif task.error is not None:
+        why += f"; workers not timed: {task.error}"
     elif cores > 1:
         why += ", too little for a worker process to pay for itself"
     return "dummy", recipe.n_envs, f"{recipe.n_envs} envs in this process (dummy: {why})"

@@ -59,7 +59,8 @@ class TaskProfile:
     :param server_bytes: the forkserver's own memory with the pages it shares with the workers (its imports), which
         the workers' USS leaves out: what a run of any number of workers adds once
     :param dict_image: a Dict observation with an image among its keys
-    :param error: what the env raised while probed (such a profile is not kept)
+    :param error: what the env raised while probed, or why its workers were not timed (the machine was busy); such
+        a profile is not kept
     """
 
     env_id: str
@@ -190,6 +191,8 @@ def task_profile(
     cores = available_cores() if cores is None else cores
     kwargs = dict(env_kwargs or {})
     key = profile_key(env_id, kwargs, env_wrapper, cores)
+    if not refresh and key in _PROBED and (not workers or _PROBED[key].worker_bytes is not None):
+        return _PROBED[key]  # this process probed it already (a profile not kept in the file included)
     if not refresh:
         kept = _read_cache().get(key)
         if isinstance(kept, dict):
@@ -201,9 +204,14 @@ def task_profile(
                 if not workers or profile.worker_bytes is not None:
                     return profile
     profile = probe_task(env_id, kwargs, tuple(env_wrapper), cores, workers)
-    if profile.error is None:
+    _PROBED[key] = profile
+    if profile.error is None:  # neither the env's own error nor timings on a busy machine are kept
         _write_cache(key, profile)
     return profile
+
+
+#: this process's probes, kept or not
+_PROBED: dict[str, TaskProfile] = {}
 
 
 def _rss() -> float:
@@ -240,6 +248,7 @@ def probe_task(
     dict_image = isinstance(space, gym.spaces.Dict) and any(obs_kind(sub) == "image" for sub in space.spaces.values())
     kinds = (env_id, obs_kind(space), action_kind(probe.action_space))
     make = EnvFactory(env_id, env_kwargs, env_wrapper=env_wrapper)
+    busy = _others_busy(cores)
     first = make()
     try:
         step_us = _step_us([first], PROBE_SECONDS)
@@ -257,12 +266,26 @@ def probe_task(
         first.close()
     profile = TaskProfile(*kinds, step_us, env_bytes, obs_bytes, cores=cores, dict_image=dict_image)
     if workers or cores > 1 and step_us >= SUBPROC_MIN_STEP_US:
+        busy = busy or _others_busy(cores)
         try:
             worker, server, gain = _measure_workers(env_id, env_kwargs, env_wrapper, cores)
         except (EOFError, OSError, RuntimeError):  # a worker could not build the env (an id only this process knows)
             return profile
         profile = TaskProfile(**{**asdict(profile), "worker_bytes": worker, "server_bytes": server, "subproc_gain": gain})
+        if busy and gain is not None:  # workers timed on cores others were using: not this machine's figure
+            profile = TaskProfile(**{**asdict(profile), "subproc_gain": None})
+    if busy:  # timed while other work ran: used for this run, measured again by the next
+        profile = TaskProfile(**{**asdict(profile), "error": f"other work kept {busy}"})
     return profile
+
+
+def _others_busy(cores: int) -> str | None:
+    """What other work keeps this machine's cores busy (a line), or None when they are free for timing workers:
+    this process sleeps while the machine's load is sampled, so what it sees is others'."""
+    import psutil
+
+    used = psutil.cpu_percent(interval=0.25) / 100 * (psutil.cpu_count() or cores)
+    return f"{used:.1f} of {psutil.cpu_count()} cores busy" if used > 0.5 else None
 
 
 def _leaves(space: gym.Space) -> list[gym.Space]:
