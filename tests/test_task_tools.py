@@ -19,9 +19,10 @@ CliHere = Callable[..., tuple[int, str, str]]
 
 
 def run(module: str, *args: str) -> subprocess.CompletedProcess:
-    """A command in a process of its own (a peak RSS is a process's whole life)."""
-    return subprocess.run([sys.executable, "-m", f"mission_gym.scripts.{module}", *args], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    """A command in a new interpreter: each CLI's smoke test starts it as a process, and a peak RSS is a process's
+    whole life (a fork of a warm process would start with its imports)."""
+    cmd = [sys.executable, "-m", f"mission_gym.scripts.{module}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
 def figures(line: str) -> list[float]:

@@ -25,20 +25,28 @@ class PolicySource:
     :param env_id: Gymnasium id of the env
     :param env_kwargs: keyword arguments for ``gymnasium.make``
     :param label: what to call it in messages
+    :param env_wrapper: the wrappers the policy was trained inside (:mod:`mission_gym.vec.wrappers`)
+    :param frame_stack: the observations it was trained on stacked
     """
 
     policy: Policy
     env_id: str
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     label: str = ""
+    env_wrapper: list[Any] = field(default_factory=list)
+    frame_stack: int | None = None
 
-    def make_env(self) -> Any:
-        """A fresh ``rgb_array`` env for this policy (a ``gymnasium.Env``)."""
+    def make_env(self, render_mode: str = "rgb_array") -> Any:
+        """A fresh env for this policy (a ``gymnasium.Env``), inside the wrappers and the frame stack it was trained
+        with; its frames are the task's own (a wrapper renders what it wraps)."""
         import gymnasium as gym
 
         import mission_gym.envs  # noqa: F401  (registers MissionGym-v0)
+        from mission_gym.vec.wrappers import FrameStack, ensure_registered, wrap
 
-        return gym.make(self.env_id, render_mode="rgb_array", **self.env_kwargs)
+        ensure_registered(self.env_id.partition(":")[2] if ":" in self.env_id else self.env_id)
+        env = wrap(gym.make(self.env_id, render_mode=render_mode, **self.env_kwargs), self.env_wrapper)
+        return FrameStack(env, self.frame_stack) if self.frame_stack and self.frame_stack > 1 else env
 
 
 def load_policy(
@@ -92,4 +100,6 @@ def load_policy(
         out = agent.predict(obs, deterministic=True)
         return out[0] if isinstance(out, tuple) else out
 
-    return PolicySource(policy, agent.env_id, {**(agent.env_kwargs or {}), **(env_kwargs or {})}, label=str(source))
+    wrappers, stack = (list(agent.spec.env_wrapper), agent.spec.frame_stack) if agent.spec is not None else ([], None)
+    kwargs = {**(agent.env_kwargs or {}), **(env_kwargs or {})}
+    return PolicySource(policy, agent.env_id, kwargs, label=str(source), env_wrapper=wrappers, frame_stack=stack)

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         if source.env_id == ENV_ID:
             require_pygame("mission-enjoy")
-        env = gym.make(source.env_id, render_mode="human", **source.env_kwargs)
+        env = source.make_env(render_mode="human")
     except (ValueError, gym.error.Error) as exc:
         return fail(str(exc).splitlines()[0])
     if source.env_id == ENV_ID:  # the window paces at the env's render_fps

@@ -11,6 +11,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 
@@ -48,6 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 @command_main
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if not os.environ.get("DISPLAY"):  # no screen: MuJoCo tasks render through EGL, off-screen, before any is imported
+        os.environ.setdefault("MUJOCO_GL", "egl")
     try:
         check_video_args(args.out, args.episodes, args.fps, args.width, args.max_steps, args.hold)
         env_kwargs = {k: v for k, v in (("scenario", args.scenario), ("config_dir", args.config_dir)) if v is not None}
@@ -58,16 +61,23 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = record_video(
-        args.out,
-        source,
-        episodes=args.episodes,
-        seed=args.seed,
-        max_steps=args.max_steps,
-        fps=args.fps,
-        width=args.width,
-        hold_s=args.hold,
-    )
+    try:
+        result = record_video(
+            args.out,
+            source,
+            episodes=args.episodes,
+            seed=args.seed,
+            max_steps=args.max_steps,
+            fps=args.fps,
+            width=args.width,
+            hold_s=args.hold,
+        )
+    except Exception as exc:  # the env's own renderer (MuJoCo without an OpenGL context): one line, nothing written
+        if type(exc).__module__.split(".")[0] not in ("mujoco", "pygame"):
+            raise
+        hint = "; MuJoCo renders off-screen with MUJOCO_GL=egl (or osmesa)" if "mujoco" in type(exc).__module__ else ""
+        print(f"error: {source.env_id} could not render a frame: {str(exc).splitlines()[0]}{hint}", file=sys.stderr)
+        return 2
     outcomes = Counter(e.outcome or "cut" for e in result.episodes)
     mean_ret = sum(e.ret for e in result.episodes) / len(result.episodes)
     print(

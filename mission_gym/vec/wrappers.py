@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from mission_gym.config.loader import suggest
 from mission_gym.config.yaml_io import ConfigError
@@ -102,3 +103,35 @@ def wrap(env: gym.Env, spec: Sequence[Any] | None) -> gym.Env:
         except (TypeError, ValueError, AssertionError) as exc:
             raise ConfigError(f"env_wrapper {name!r} with {kwargs}: {exc}") from None
     return env
+
+
+class FrameStack(gym.Wrapper):
+    """The last ``n`` observations of one env stacked as SB3's ``VecFrameStack`` stacks a vector env's (an image on
+    its channels, anything else on its last axis, a Dict key by key): a policy trained on a stacked vector env acts
+    in a single env that shows it the same observations (watching and recording an agent).
+
+    :param env: the env
+    :param n: frames stacked
+    """
+
+    def __init__(self, env: gym.Env, n: int) -> None:
+        from stable_baselines3.common.vec_env.stacked_observations import StackedObservations
+
+        super().__init__(env)
+        self._stack: Any = StackedObservations(1, n, env.observation_space)  # type: ignore[arg-type]
+        self.observation_space = self._stack.stacked_observation_space
+
+    def _one(self, obs: Any) -> Any:
+        return {k: v[0] for k, v in obs.items()} if isinstance(obs, dict) else obs[0]
+
+    def _batch(self, obs: Any) -> Any:
+        return {k: v[None] for k, v in obs.items()} if isinstance(obs, dict) else obs[None]
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        return self._one(self._stack.reset(self._batch(obs))), info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        stacked, _ = self._stack.update(self._batch(obs), np.array([False]), [info])
+        return self._one(stacked), reward, terminated, truncated, info
