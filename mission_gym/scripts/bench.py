@@ -161,7 +161,6 @@ def train_one(
     from mission_gym.training.measure import SB3_DEFAULTS, measure_sb3_defaults, measure_training
 
     config = task_config(preset, env)
-    quiet_mujoco(config.env)
     sizes: dict[str, object] = {"device": device, "population": {"size": 1}}
     if algo == SB3_DEFAULTS:  # SB3's PPO() on one DummyVecEnv env: the shape the memory estimator sees
         sizes.update(n_envs=1, n_steps=2048, batch_size=64, n_epochs=10, network_arch=[64, 64], activation="tanh",

@@ -224,7 +224,10 @@ def task_config(preset: str, env: str | None) -> Any:
     from mission_gym.settings.overrides import apply_overrides
     from mission_gym.settings.presets import load_preset
 
+    if env is not None:  # a tier probes the task: its warnings routed first (a train worker's stdout carries its row)
+        quiet_mujoco(env)
     config = load_preset(preset, env=env)
     if env is not None and config.env != env:
         config = apply_overrides(config, {"env": env}, source="--env")
+    quiet_mujoco(config.env)  # a recipe of a MuJoCo task of its own, read without building its env
     return config

@@ -361,6 +361,7 @@ def _preset(preset_arg: str, args: Any, hw: Hardware) -> tuple[Composed, TrainCo
     """
     composed = _compose(preset_arg, args.presets_dir, args.env, hw)
     config = composed.config
+    quiet_mujoco(config.env)  # a preset of a MuJoCo task of its own: its env is built for its spaces below
     name = Path(preset_arg).stem
     if is_selector(preset_arg, args.presets_dir):
         name = config.tier or name
