@@ -40,13 +40,13 @@ from mission_gym.scripts.bench_report import plot_train, print_table, print_trai
 from mission_gym.scripts.bench_task import (
     DEFAULT_TASK_N_ENVS,
     bench_gym_env,
-    quiet_mujoco,
     steps_per_second,
     task_config,
     task_env_mode,
     task_refusal,
 )
 from mission_gym.scripts.cli import CliParser, command_main, fail
+from mission_gym.vec.wrappers import quiet_mujoco
 
 ENV_KINDS: tuple[str, ...] = ("single", "dummy", "subproc", "native")
 DEFAULT_N_ENVS: tuple[int, ...] = (1, 4, 16, 64, 256, 1024)

@@ -16,47 +16,17 @@ import ctypes
 import gc
 import sys
 import time
-import warnings
 from typing import Any
 
 import numpy as np
 
 from mission_gym.config.loader import suggest
 from mission_gym.scripts.cli import fail
+from mission_gym.vec.wrappers import quiet_mujoco
 
 #: the kinds ``--env`` measures (``native``: the task's own batched env, where it has one)
 TASK_KINDS: tuple[str, ...] = ("dummy", "subproc", "native")
 DEFAULT_TASK_N_ENVS: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
-
-
-def _mujoco_warning(message: str) -> None:
-    """MuJoCo's warnings in Python: a deprecation in a model file (Gymnasium's ``half_cheetah.xml`` sets
-    ``settotalmass``) is dropped, as nothing a user of the task can change; anything else is a Python warning."""
-    if "is deprecated" in message:
-        return
-    warnings.warn(f"MuJoCo: {message}", RuntimeWarning, stacklevel=2)
-
-
-def quiet_mujoco(env_id: str) -> None:
-    """Route MuJoCo's C-level warnings through :func:`_mujoco_warning` in this process when ``env_id`` (a registered
-    id) is a MuJoCo task: by default MuJoCo prints them to stdout and appends them to ``MUJOCO_LOG.TXT`` in the working
-    directory (``mujoco.set_mju_user_warning`` replaces both). A handler already set is kept. Env worker processes
-    need the same before they build their env."""
-    import gymnasium as gym
-
-    try:
-        entry = gym.spec(env_id.partition(":")[2] if ":" in env_id else env_id).entry_point
-    except gym.error.Error:  # not registered (yet): nothing of MuJoCo's is loaded for it
-        return
-    module = entry if isinstance(entry, str) else getattr(entry, "__module__", "") or ""
-    if "mujoco" not in module:
-        return
-    try:
-        import mujoco
-    except ImportError:  # the env itself will say which extra to install
-        return
-    if mujoco.get_mju_user_warning() is None:
-        mujoco.set_mju_user_warning(_mujoco_warning)
 
 
 def steps_per_second(venv: Any, actions: list[np.ndarray], n_envs: int, seconds: float) -> float:

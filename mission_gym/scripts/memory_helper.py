@@ -19,7 +19,6 @@ from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import GB, MB, Hardware, detect_hardware
-from mission_gym.scripts.bench_task import quiet_mujoco
 from mission_gym.scripts.cli import CliParser, command_main, fail
 from mission_gym.settings import memory as mem
 from mission_gym.settings.fit import Verdict, pick, weigh
@@ -46,6 +45,7 @@ from mission_gym.settings.sizing import (
     shape_from_config,
 )
 from mission_gym.vec import VEC_ENV_KINDS
+from mission_gym.vec.wrappers import quiet_mujoco
 
 
 def _mb(x: float) -> str:

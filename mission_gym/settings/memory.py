@@ -361,7 +361,7 @@ def estimate_memory(shape: RunShape) -> MemoryEstimate:
     host[HOST_BUFFER] = buffer
     host[HOST_BUFFER_COPIES] = copies
     if shape.vec_env == "native":
-        env = shape.n_envs * NATIVE_ENV_BYTES
+        env = shape.n_envs * (NATIVE_ENV_BYTES if shape.env_bytes is None else shape.env_bytes)
     elif shape.vec_env == "dummy":
         env = shape.n_envs * (DUMMY_ENV_BYTES if shape.env_bytes is None else shape.env_bytes)
     else:

@@ -181,7 +181,9 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
         policy = policy_name(config)
         if policy in ("cnn", "multi_input"):
             task.update(extractor_counts(config, observation_space, policy))
-    if config.env != ENV_ID and vec_env in ("dummy", "subproc"):
+    # another task's in-process envs (its own batched env's too) and workers as the probe measured them; the game's
+    # in-process envs are the constants measured on it, its workers measured like any task's
+    if (config.env != ENV_ID and vec_env in ("dummy", "subproc", "native")) or vec_env == "subproc":
         from mission_gym.vec.probe import task_profile
 
         profile = task_profile(config.env, config.env_kwargs, config.env_wrapper, cores)

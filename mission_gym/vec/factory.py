@@ -23,7 +23,7 @@ from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import cap_worker_threads, parent_death_signal
 from mission_gym.optional import missing
 from mission_gym.vec import VEC_ENV_KINDS
-from mission_gym.vec.wrappers import ensure_registered, wrap
+from mission_gym.vec.wrappers import ensure_registered, quiet_mujoco, wrap
 
 if TYPE_CHECKING:
     from stable_baselines3.common.vec_env import VecEnv, VecNormalize
@@ -63,6 +63,7 @@ def has_native(env_id: str, env_kwargs: dict[str, Any] | None = None, env_wrappe
         return True
     if env_id not in NATIVE_MUJOCO or env_wrapper:
         return False
+    quiet_mujoco(env_id)
     from mission_gym.vec.mujoco_vec import supports
 
     return supports(env_id, env_kwargs)
@@ -125,7 +126,9 @@ class EnvFactory:
             if die_with_parent is not None:
                 die_with_parent()
         _register_mission(self.env_id)
-        ensure_registered(self.env_id.partition(":")[2] if ":" in self.env_id else self.env_id)
+        bare = self.env_id.partition(":")[2] if ":" in self.env_id else self.env_id
+        ensure_registered(bare)
+        quiet_mujoco(bare)
         env = gym.make(self.env_id, **self.env_kwargs)
         if not self.env_wrapper:
             return env

@@ -59,6 +59,36 @@ def ensure_registered(env_id: str) -> bool:
     return False
 
 
+def _mujoco_warning(message: str) -> None:
+    """MuJoCo's warnings in Python: a deprecation in a model file (Gymnasium's ``half_cheetah.xml`` sets
+    ``settotalmass``) is dropped, as nothing a user of the task can change; anything else is a Python warning."""
+    if "is deprecated" in message:
+        return
+    warnings.warn(f"MuJoCo: {message}", RuntimeWarning, stacklevel=2)
+
+
+def quiet_mujoco(env_id: str) -> None:
+    """Route MuJoCo's C-level warnings through :func:`_mujoco_warning` in this process when ``env_id`` (a registered
+    id) is a MuJoCo task: by default MuJoCo prints them to stdout and appends them to ``MUJOCO_LOG.TXT`` in the working
+    directory (``mujoco.set_mju_user_warning`` replaces both). A handler already set is kept. Every env the trainer
+    builds (:class:`~mission_gym.vec.factory.EnvFactory`, in worker processes too) calls it first."""
+    import gymnasium as gym
+
+    try:
+        entry = gym.spec(env_id.partition(":")[2] if ":" in env_id else env_id).entry_point
+    except gym.error.Error:  # not registered (yet): nothing of MuJoCo's is loaded for it
+        return
+    module = entry if isinstance(entry, str) else getattr(entry, "__module__", "") or ""
+    if "mujoco" not in module:
+        return
+    try:
+        import mujoco
+    except ImportError:  # the env itself will say which extra to install
+        return
+    if mujoco.get_mju_user_warning() is None:
+        mujoco.set_mju_user_warning(_mujoco_warning)
+
+
 def wrapper_entries(spec: Sequence[Any] | None) -> list[tuple[str, dict[str, Any]]]:
     """``env_wrapper`` entries as ``(name, keyword arguments)``: a name, or a mapping of one name to its arguments.
 
