@@ -235,8 +235,8 @@ def read_agent_file(path: str | Path) -> AgentFile:
             var = {k: np.asarray(rms[k].var, dtype=np.float64) for k in keys}
             stats = NormStats(*settings, mean, var, {k: rms[k].count for k in keys}, *returns, norm_obs_keys=keys)
         else:
-            mean, var = np.asarray(n.obs_rms.mean, dtype=np.float64), np.asarray(n.obs_rms.var, dtype=np.float64)
-            stats = NormStats(*settings, mean, var, n.obs_rms.count, *returns)
+            box_mean, box_var = np.asarray(n.obs_rms.mean, dtype=np.float64), np.asarray(n.obs_rms.var, dtype=np.float64)
+            stats = NormStats(*settings, box_mean, box_var, n.obs_rms.count, *returns)
     return AgentFile(spec, stats, checked.timesteps)
 
 

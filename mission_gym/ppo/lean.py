@@ -367,7 +367,7 @@ def _channels_last(policy: Any) -> None:
     unchanged."""
     convs = [m for m in policy.modules() if isinstance(m, th.nn.Conv2d)]
     for conv in convs:
-        conv.to(memory_format=th.channels_last)
+        conv.to(memory_format=th.channels_last)  # type: ignore[call-overload]
         conv.register_forward_pre_hook(_nhwc)
 
 

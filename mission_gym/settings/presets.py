@@ -279,7 +279,9 @@ def compose_preset(
     choice = (
         Choice(str(recipe), f"recipe {recipe} (--recipe)") if recipe is not None else recipe_for(env, directory, env_kwargs)
     )
-    config = _load_run_preset(choice.name, directory)
+    # a recipe the index found among the shipped ones when ``directory`` (a user's) has none of that name
+    shipped = directory is not None and choice.name not in preset_names(directory) and choice.name in preset_names()
+    config = _load_run_preset(choice.name, None if shipped else directory)
     if config.env != env:
         data = config.model_dump()
         if data.get("env_kwargs"):

@@ -143,17 +143,16 @@ def extractor_counts(config: TrainConfig, observation_space: Any, policy: str) -
 
     space = policy_space(observation_space)
     kwargs = dict((config.hyperparams.get("policy_kwargs") or {}).get("features_extractor_kwargs") or {})
-    cls = CombinedExtractor if policy == "multi_input" else NatureCNN
     with torch.device("meta"):
-        extractor = cls(space, **kwargs)
+        extractor = CombinedExtractor(space, **kwargs) if isinstance(space, spaces.Dict) else NatureCNN(space, **kwargs)
         kept = [0]
         leaves = [m for m in extractor.modules() if not list(m.children())]
         hooks = [m.register_forward_hook(lambda _m, _i, out: kept.__setitem__(0, kept[0] + out.numel())) for m in leaves]
         sample: Any
         if isinstance(space, spaces.Dict):
-            sample = {k: torch.zeros((1, *sub.shape)) for k, sub in space.spaces.items()}
+            sample = {k: torch.zeros((1, *(sub.shape or ()))) for k, sub in space.spaces.items()}
         else:
-            sample = torch.zeros((1, *space.shape))
+            sample = torch.zeros((1, *(space.shape or ())))
         extractor(preprocess_obs(sample, space))
         for hook in hooks:
             hook.remove()

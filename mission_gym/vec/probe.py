@@ -244,7 +244,7 @@ def probe_task(
     """
     probe = probe_env(env_id, env_kwargs, env_wrapper)
     space = probe.observation_space
-    obs_bytes = int(sum(int(np.prod(s.shape or (1,))) * s.dtype.itemsize for s in _leaves(space)))
+    obs_bytes = sum(int(np.prod(s.shape or (1,))) * np.dtype(s.dtype).itemsize for s in _leaves(space))
     dict_image = isinstance(space, gym.spaces.Dict) and any(obs_kind(sub) == "image" for sub in space.spaces.values())
     kinds = (env_id, obs_kind(space), action_kind(probe.action_space))
     make = EnvFactory(env_id, env_kwargs, env_wrapper=env_wrapper)
@@ -311,7 +311,7 @@ def _measure_workers(
         subproc = _vec_steps_per_s(venv, PROBE_SECONDS)
         base = venv.unwrapped if hasattr(venv, "unwrapped") else venv
         pids = [p.pid for p in getattr(base, "processes", [])]
-        server_pid = getattr(forkserver._forkserver, "_forkserver_pid", None)  # type: ignore[attr-defined]
+        server_pid = getattr(forkserver._forkserver, "_forkserver_pid", None)
         workers = [psutil.Process(pid).memory_full_info() for pid in pids if psutil.pid_exists(pid)]
         group = [*workers, *([psutil.Process(server_pid).memory_full_info()] if server_pid else [])]
         # USS is what each holds alone; the pages they share (the forkserver's imports) count in no one's USS: the

@@ -96,6 +96,7 @@ def wrapper_entries(spec: Sequence[Any] | None) -> list[tuple[str, dict[str, Any
     """
     out = []
     for entry in spec or []:
+        kwargs: dict[str, Any]
         if isinstance(entry, str):
             name, kwargs = entry, {}
         elif isinstance(entry, Mapping) and len(entry) == 1:
