@@ -8,6 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import task_envs  # noqa: F401  (registers the tests' tasks)
 import warm_cli
@@ -196,3 +197,54 @@ def test_each_observation_kind_trains_and_loads_with_plain_sb3(tmp_path: Path, e
         sys.path.remove(str(tmp_path))
     evaluated = warm_cli.run([sys.executable, "-m", "mission_gym.scripts.evaluate", str(run), "--episodes", "2"], tmp_path)
     assert evaluated.returncode == 0, evaluated.stderr
+
+
+def test_one_env_stacked_is_what_the_vector_env_stacks() -> None:
+    """Watching or recording an agent stacks a single env's frames as training's VecFrameStack stacked them."""
+    import gymnasium as gym
+
+    from mission_gym.vec.factory import make_vec_env
+    from mission_gym.vec.wrappers import FrameStack
+
+    venv = make_vec_env("task_envs:ImageTarget-v0", 1, "dummy", seed=5, frame_stack=4)
+    single = FrameStack(gym.make("task_envs:ImageTarget-v0"), 4)
+    stacked, _ = single.reset(seed=5)
+    batch = venv.reset()
+    assert single.observation_space == venv.observation_space
+    for action in (0, 1, 1, 0, 1, 0):
+        assert (stacked == batch[0]).all()
+        stacked, *_ = single.step(action)
+        batch, *_ = venv.step(np.array([action]))
+    venv.close()
+
+
+def test_a_wrapper_is_named_never_a_path_a_file_gives(cli_here) -> None:
+    from mission_gym.vec.wrappers import wrapper_entries
+
+    assert wrapper_entries(["atari", {"gymnasium.wrappers.ResizeObservation": {"shape": [64, 64]}}])[1][1] == {
+        "shape": [64, 64]
+    }
+    for bad in (["os.system"], ["atar"], [{"a": 1, "b": 2}]):
+        with pytest.raises(ConfigError, match="env_wrapper"):
+            wrapper_entries(bad)
+    code, _, err = cli_here(main, ["--preset", "quick", "--env", "CartPole-v1", "--hyperparams", "env_wrapper=[atar]"])
+    assert code == 2 and "did you mean 'atari'?" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ale_py") is None, reason="needs ale-py")
+def test_an_ale_game_gets_the_atari_recipe() -> None:
+    config = load_preset("cpu", env="BreakoutNoFrameskip-v4")
+    assert (config.recipe, config.env_wrapper, config.frame_stack, config.policy) == ("atari", ["atari"], 4, "cnn")
+    assert not config.normalize
+
+
+def test_a_probe_is_kept_for_the_next_run_unless_the_machine_was_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probe, "_others_busy", lambda cores: None)
+    first = probe.task_profile("MountainCar-v0", cores=1)
+    assert first.error is None and probe.cache_path().is_file()
+    probe._PROBED.clear()
+    assert probe.task_profile("MountainCar-v0", cores=1) == first  # read back from the file, not measured again
+    monkeypatch.setattr(probe, "_others_busy", lambda cores: "1.5 of 2 cores busy")
+    busy = probe.task_profile("Acrobot-v1", cores=1)
+    assert busy.error == "other work kept 1.5 of 2 cores busy" and busy.step_us is not None
+    assert probe.profile_key("Acrobot-v1", {}, (), 1) not in probe._read_cache()
