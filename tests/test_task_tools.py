@@ -18,11 +18,11 @@ from mission_gym.scripts import bench, launch, memory_helper
 CliHere = Callable[..., tuple[int, str, str]]
 
 
-def run(module: str, *args: str) -> subprocess.CompletedProcess:
+def run(module: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """A command in a new interpreter: each CLI's smoke test starts it as a process, and a peak RSS is a process's
     whole life (a fork of a warm process would start with its imports)."""
     cmd = [sys.executable, "-m", f"mission_gym.scripts.{module}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
 def figures(line: str) -> list[float]:
@@ -77,6 +77,20 @@ def test_memory_helper_measures_a_subproc_run_of_the_task_within_30_percent() ->
     assert "warning" not in (out.stdout + out.stderr).lower()
 
 
+def test_memory_helper_measures_a_pixel_run_of_the_task_within_30_percent(tmp_path: Path) -> None:
+    """A CNN over stacked frames, as the cpu tier sizes the pixels recipe for an image task."""
+    import shutil
+
+    shutil.copy(Path(__file__).with_name("task_envs.py"), tmp_path / "task_envs.py")
+    out = run("memory_helper", "--env", "task_envs:ImageTarget-v0", "--preset", "cpu", "--measure", "--rollouts", "1",
+              cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "recipe pixels" in out.stdout and "params=129,187" in out.stdout  # NatureCNN and its heads, counted
+    (peak,) = [line for line in out.stdout.splitlines() if "peak RSS of the training process" in line]
+    estimated, measured = figures(peak)
+    assert abs(estimated / measured - 1) < 0.30, peak
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [
@@ -113,6 +127,20 @@ def test_bench_trains_the_tasks_recipe(tmp_path: Path) -> None:
     (row,) = list(csv.DictReader((tmp_path / "t.csv").open()))
     assert (row["preset"], row["env"]) == ("cpu", "CartPole-v1")  # the cpu tier's size of the task's recipe
     assert float(row["fps"]) > 0 and float(row["env_steps_per_s"]) > 0
+
+
+def test_memory_helper_measures_a_pixel_run_of_the_task_within_30_percent(tmp_path: Path) -> None:
+    """A CNN over stacked frames, as the cpu tier sizes the pixels recipe for an image task."""
+    import shutil
+
+    shutil.copy(Path(__file__).with_name("task_envs.py"), tmp_path / "task_envs.py")
+    out = run("memory_helper", "--env", "task_envs:ImageTarget-v0", "--preset", "cpu", "--measure", "--rollouts", "1",
+              cwd=tmp_path)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "recipe pixels" in out.stdout and "params=129,187" in out.stdout  # NatureCNN and its heads, counted
+    (peak,) = [line for line in out.stdout.splitlines() if "peak RSS of the training process" in line]
+    estimated, measured = figures(peak)
+    assert abs(estimated / measured - 1) < 0.30, peak
 
 
 @pytest.mark.parametrize(
