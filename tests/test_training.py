@@ -24,7 +24,7 @@ from mission_gym.vec.factory import ENV_ID as MISSION_ENV_ID
 from mission_gym.vec.factory import make_vec_env
 
 SHIPPED = ["acrobot", "atari", "auto", "beast", "cartpole", "cpu", "discrete", "fast", "halfcheetah", "heavy", "hopper",
-           "mission", "mujoco", "pendulum", "pixels", "quick", "walker2d"]  # fmt: skip
+           "humanoid", "mission", "mujoco", "pendulum", "pixels", "quick", "walker2d"]  # fmt: skip
 GPU_MEMBERS = {"fast": 8, "heavy": 16, "beast": 32}  # the cpu recipe scaled: two members per core of the tier
 SHORT_MISSION = {"world": {"physics": {"episode_seconds": 2.5}}}  # 10-step episodes
 
@@ -462,7 +462,9 @@ def test_population_variants_are_typed_and_merge_into_the_run():
     # another env takes none of the game's settings: the game's configuration refuses it in one line, naming them
     with pytest.raises(ConfigError, match="env_kwargs is for MissionGym-v0, not for env 'Hopper-v5'"):
         apply_overrides(cpu, {"env": "Hopper-v5"})
-    with pytest.raises(ConfigError, match=r"curriculum, restarts, population.variants\[2\].curriculum, .* are settings of Mission"):
+    with pytest.raises(
+        ConfigError, match=r"curriculum, restarts, population.variants\[2\].curriculum, .* are settings of Mission"
+    ):
         apply_overrides(cpu, {"env": "Hopper-v5", "env_kwargs": {}})
 
 
