@@ -174,7 +174,7 @@ def test_what_the_batch_does_not_cover_is_named() -> None:
 def test_runs_trained_together_follow_each_run_trained_alone(tmp_path) -> None:
     """``train_together`` (a population's members in one process) gives each run the checkpoint its own
     ``Trainer.train`` gives it, to within float rounding, and each run its own files."""
-    from mission_gym.settings.command import config_for_argv
+    from mission_gym.plan.command import config_for_argv
 
     configs = [config_for_argv(["--preset", "quick", "--timesteps", "1024", "--seed", str(s)]) for s in (0, 5)]
     for diff, result in alone_then_together(configs, tmp_path, stop_at=512):
@@ -188,7 +188,7 @@ def test_a_phase_that_changes_n_epochs_changes_it_alone_and_in_the_batch(tmp_pat
     update for it), and each run trained together still follows its lone run."""
     import csv
 
-    from mission_gym.settings.command import config_for_argv
+    from mission_gym.plan.command import config_for_argv
 
     phases = "phases=[{start: 512, n_epochs: 1}]"
     configs = [

@@ -126,7 +126,7 @@ def test_a_student_in_the_batched_learner_follows_the_student_trained_alone(tmp_
     alone, to float rounding, beside a member that is no student."""
     made = _cli(["--preset", "quick", "--seed", "7", "--timesteps", "1024", "--run-name", "t", "--no-progress"], tmp_path)
     assert made.returncode == 0, made.stderr
-    from mission_gym.settings.command import config_for_argv
+    from mission_gym.plan.command import config_for_argv
 
     teacher = str(tmp_path / "runs" / "t" / "final_model.zip")
     student = config_for_argv(["--preset", "quick", "--timesteps", "1024", "--seed", "0", "--hyperparams",

@@ -323,7 +323,7 @@ def test_set_config_refuses_what_changes_the_arrays():
 
 LEARNER_THREADS_AFTER_A_NATIVE_ENV = """
 import os, numpy as np, torch
-from mission_gym.settings.presets import load_preset
+from mission_gym.plan.presets import load_preset
 from mission_gym.training.build import build_run
 from mission_gym.settings.resolve import resolve
 from mission_gym.settings.overrides import apply_overrides

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from mission_gym.scripts.train_ppo import build_parser
-from mission_gym.settings.command import config_from_args
-from mission_gym.settings.notes import shadowed_overrides
+from mission_gym.plan.command import config_from_args
+from mission_gym.plan.notes import shadowed_overrides
 from mission_gym.settings.overrides import apply_overrides
-from mission_gym.settings.presets import load_preset
+from mission_gym.plan.presets import load_preset
 
 
 def resolve(*argv: str) -> tuple[object, list[str]]:

@@ -16,9 +16,9 @@ import warm_cli
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import Hardware
 from mission_gym.scripts.train_ppo import main
-from mission_gym.settings import presets, tiers
+from mission_gym.plan import presets, tiers
 from mission_gym.settings.memory import estimate_memory
-from mission_gym.settings.presets import compose_preset, load_preset, recipe_for
+from mission_gym.plan.presets import compose_preset, load_preset, recipe_for
 from mission_gym.settings.sizing import shape_from_config
 from mission_gym.vec import probe
 
@@ -94,6 +94,7 @@ def test_workers_when_the_probe_measured_them_faster(monkeypatch: pytest.MonkeyP
     the envs a multiple of the cores."""
     slow = probe.TaskProfile("MountainCar-v0", "vector", "discrete", 400.0, 1e5, 16, 3e7, 1.8, 4, 2e8)
     monkeypatch.setattr(probe, "task_profile", lambda *a, **k: slow)
+    monkeypatch.setattr(probe, "known_profile", lambda *a, **k: slow)  # what the estimate reads: the probe's
     config = compose_preset("cpu", env="MountainCar-v0", hardware=Hardware(None, None, 4, 24.0)).config
     assert config.vec_env == "subproc" and config.n_envs % 4 == 0 and config.rollout == load_preset("discrete").rollout
     est = estimate_memory(shape_from_config(config, cores=4))
@@ -240,6 +241,7 @@ def test_an_ale_game_gets_the_atari_recipe() -> None:
 
 def test_a_probe_is_kept_for_the_next_run_unless_the_machine_was_busy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(probe, "_others_busy", lambda cores: None)
+    monkeypatch.setattr(probe, "_PROBED", {})  # what this process probed before, busy or not
     first = probe.task_profile("MountainCar-v0", cores=1)
     assert first.error is None and probe.cache_path().is_file()
     probe._PROBED.clear()

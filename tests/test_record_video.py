@@ -103,6 +103,7 @@ def test_model_source_through_load_agent(monkeypatch: pytest.MonkeyPatch, tmp_pa
     class FakeAgent:
         env_id = "MissionGym-v0"
         env_kwargs = {"reward": {"win_bonus": 1.0}}
+        spec = None  # a model outside a run, loaded from pickles: no wrappers, no frame stack
 
         def predict(self, obs: np.ndarray, deterministic: bool = True) -> tuple[np.ndarray, None]:
             assert deterministic and obs.shape == (100,)

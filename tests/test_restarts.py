@@ -191,7 +191,7 @@ def test_states_of_another_scenario_are_refused_in_one_line(tmp_path: Path, stat
 def test_runs_with_restarts_trained_together_follow_each_run_trained_alone(tmp_path: Path, states_file: Path) -> None:
     """The batched learner steps every member's games in one core and calls each member's restarts there, on its
     own games: each run's checkpoint is the one it reaches alone (to within float rounding)."""
-    from mission_gym.settings.command import config_for_argv
+    from mission_gym.plan.command import config_for_argv
     from mission_gym.vec.grouped import covered
 
     restarts = f"restarts={{states: {states_file}, share: 0.5, back: 10, step: 10, advance_at: 0.01, until: 2048}}"

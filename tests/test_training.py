@@ -17,7 +17,7 @@ from mission_gym.config import ConfigError, read_yaml
 from mission_gym.rundir.directory import RunDir, saved_with, vecnormalize_path
 from mission_gym.settings.minibatch import check_batch_size, choose_batch_size, divisors
 from mission_gym.settings.overrides import apply_overrides, split_hyperparams
-from mission_gym.settings.presets import AutoPreset, load_preset, preset_names, presets_dir
+from mission_gym.plan.presets import AutoPreset, load_preset, preset_names, presets_dir
 from mission_gym.settings.schema import Phase, TrainConfig
 from mission_gym.training.trainer import Trainer
 from mission_gym.vec.factory import ENV_ID as MISSION_ENV_ID
@@ -93,7 +93,7 @@ def test_a_preset_may_start_from_another(tmp_path):
 
 def test_auto_resolves_by_hardware(monkeypatch):
     from mission_gym.hardware import Hardware
-    from mission_gym.settings import presets as auto
+    from mission_gym.plan import presets as auto
 
     rules = AutoPreset.model_validate(read_yaml(presets_dir() / "auto.yaml"))
     monkeypatch.setattr(auto, "detect_hardware", lambda: Hardware(None, None, 2, 16.0))
@@ -394,7 +394,7 @@ def test_phases_validate():
 
 
 def test_schedule_positions_are_env_steps():
-    from mission_gym.settings.notes import schedule_changes
+    from mission_gym.plan.notes import schedule_changes
 
     mode = "engagement.defenders.mode_probs"
     config = tiny(
@@ -485,7 +485,7 @@ def test_overrides_set_fields_paths_and_list_items():
 def test_curriculum_ramps_to_the_real_game():
     from mission_gym.config import load_config
     from mission_gym.extras.curriculum import Curriculum
-    from mission_gym.settings.schema import CurriculumStep
+    from mission_gym.settings.game import CurriculumStep
 
     step = CurriculumStep(setting="engagement.capture.time_to_capture", value=5.0, until=50)
     cur = Curriculum(load_config(), [step], 100)
@@ -527,7 +527,7 @@ def test_curriculum_ramps_to_the_real_game():
 def test_a_curriculum_step_may_start_later_and_a_setting_may_have_several():
     from mission_gym.config import load_config
     from mission_gym.extras.curriculum import Curriculum
-    from mission_gym.settings.schema import CurriculumStep
+    from mission_gym.settings.game import CurriculumStep
 
     modes = "engagement.defenders.mode_probs."
     early = [  # chasers only at first, the game's own 0.5 / 0.3 / 0.2 by 40%

@@ -47,7 +47,7 @@ fi
 } 2>&1 | tee "$OUT/machine.txt"
 
 if [ "${BENCH_MEMBERS-x}" != "" ]; then
-    size=$(python3 -c "from mission_gym.settings.presets import load_preset; print(load_preset('$PRESET').population.size)")
+    size=$(python3 -c "from mission_gym.plan.presets import load_preset; print(load_preset('$PRESET').population.size)")
     mark bench
     # shellcheck disable=SC2086
     timeout "${BENCH_S:-150}" python3 -m mission_gym.scripts.bench --mode population --preset "$PRESET" --device "$DEVICE" \

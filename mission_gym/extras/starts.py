@@ -246,7 +246,7 @@ class _Taken:
 
 def states_path(name: str | Path) -> Path:
     """A states file named in a configuration: the path as given, else one beside the presets (a user's own)."""
-    from mission_gym.settings.presets import presets_dir
+    from mission_gym.plan.presets import presets_dir
 
     path = Path(name)
     return path if path.is_absolute() or path.exists() else presets_dir() / path

@@ -16,7 +16,7 @@ from typing import Any
 from mission_gym.config.yaml_io import dump_yaml, read_yaml
 from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.rundir.files import atomic_write_text
-from mission_gym.settings.schema import DistillStage
+from mission_gym.settings.game import DistillStage
 
 
 def choose_teachers(cuts: list[dict[str, Any]], members_dir: Path, min_games: int) -> dict[str, dict[str, Any]]:

@@ -40,7 +40,7 @@ def tree_rss_mb(pid: int) -> float:
 
 def job_timesteps(job: Job) -> int | None:
     """The job's target timesteps (its flags over its preset, or its run's); None when unknown."""
-    from mission_gym.settings.command import config_for_argv
+    from mission_gym.plan.command import config_for_argv
 
     try:
         return config_for_argv(job.train_args(".")).timesteps
@@ -52,13 +52,13 @@ def estimate_job_memory(job: Job, gpus: Sequence[GpuInfo] | None = None, runs_di
     """Estimated peak memory of one job: ``(host_mb, gpu_mb)``.
 
     Asks the memory estimator about the configuration the job's command line resolves to (the same code
-    ``train_ppo`` runs, :func:`mission_gym.settings.command.config_for_argv`); when it cannot answer, a conservative
+    ``train_ppo`` runs, :func:`mission_gym.plan.command.config_for_argv`); when it cannot answer, a conservative
     guess (:data:`FALLBACK_HOST_MB`, plus :data:`FALLBACK_GPU_MB` when the job may use a GPU).
 
     :param gpus: the GPUs jobs may use (default: this machine's); without any, ``gpu_mb`` is 0
     :param runs_dir: where a resumed job's run lives
     """
-    from mission_gym.settings.command import config_for_argv
+    from mission_gym.plan.command import config_for_argv
     from mission_gym.settings.memory import estimate_memory
     from mission_gym.settings.sizing import shape_from_config
 

@@ -21,9 +21,9 @@ from typing import Any
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import resolve_device
 from mission_gym.launch.jobs import Job
+from mission_gym.plan.presets import load_preset
 from mission_gym.ppo.batched.stack import batch_key, batchable
 from mission_gym.settings.overrides import apply_overrides
-from mission_gym.settings.presets import load_preset
 from mission_gym.settings.schema import TrainConfig
 from mission_gym.settings.sizing import population_learner
 from mission_gym.training.session import EXIT_SIGNAL

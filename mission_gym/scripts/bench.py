@@ -36,7 +36,6 @@ import numpy as np
 from mission_gym.config.loader import suggest
 from mission_gym.hardware import available_cores
 from mission_gym.scripts.bench_members import batched_one, parse_placement, placement_mode, population_mode, preset_problem
-from mission_gym.scripts.bench_report import plot_train, print_table, print_train_table, speedups, write_csv
 from mission_gym.scripts.bench_task import (
     DEFAULT_TASK_N_ENVS,
     bench_gym_env,
@@ -46,6 +45,7 @@ from mission_gym.scripts.bench_task import (
     task_refusal,
 )
 from mission_gym.scripts.cli import CliParser, command_main, fail
+from mission_gym.training.measure import plot_train, print_table, print_train_table, speedups, write_csv
 from mission_gym.vec.wrappers import quiet_mujoco
 
 ENV_KINDS: tuple[str, ...] = ("single", "dummy", "subproc", "native")
@@ -171,7 +171,7 @@ def train_one(
         if n_envs is not None and n_envs != config.n_envs:
             sizes.update(n_envs=n_envs, batch_size="auto")
     config = apply_overrides(config, sizes, source="bench")
-    shape = shape_from_config(config)
+    shape = shape_from_config(config, measure=True)
     est = estimate_memory(shape)
     if algo == SB3_DEFAULTS:
         got = measure_sb3_defaults(config.env, config.env_kwargs, rollouts=rollouts, threads=threads, device=device)

@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from mission_gym.hardware import MB, available_cores, core_ids, thread_env
-from mission_gym.scripts.bench_report import write_csv
 from mission_gym.scripts.cli import fail
+from mission_gym.training.measure import write_csv
 
 #: population sizes of --mode population
 DEFAULT_MEMBERS = (1, 2, 4, 8, 16, 32)
@@ -24,7 +24,7 @@ def preset_problem(name: str) -> str | None:
     """Why ``--preset NAME`` cannot be measured (one line), or None: a shipped run preset's name, or the path of a
     preset file as ``train_ppo --preset`` takes it (``preset_path`` tells the two apart and suggests names)."""
     from mission_gym.config import ConfigError
-    from mission_gym.settings.presets import is_selector, load_preset
+    from mission_gym.plan.presets import is_selector, load_preset
 
     try:
         if is_selector(name):
@@ -110,8 +110,8 @@ def placement_mode(args: argparse.Namespace) -> int:
 
 def batched_one(preset: str, members: int, rollouts: int, device: str) -> dict[str, Any]:
     """``members`` members of ``preset`` as one batched learner in this process (its device ``device``); the row."""
+    from mission_gym.plan.presets import load_preset
     from mission_gym.settings.overrides import apply_overrides
-    from mission_gym.settings.presets import load_preset
     from mission_gym.training.measure import measure_batched
 
     config = apply_overrides(load_preset(preset), {"device": device, "population": {"size": 1}}, source="bench")
@@ -138,7 +138,7 @@ def game_alone(preset: str, members: int, cores: int, seconds: float = 3.0) -> f
     import numpy as np
 
     from mission_gym.envs.mission_env import make_config
-    from mission_gym.settings.presets import load_preset
+    from mission_gym.plan.presets import load_preset
     from mission_gym.sim import MissionCore
 
     config = load_preset(preset)

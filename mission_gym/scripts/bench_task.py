@@ -148,7 +148,7 @@ def task_refusal(args: argparse.Namespace) -> str | None:
 def task_env_mode(args: argparse.Namespace) -> int:
     """``bench --mode env --env ID``: the sweep, its table and ``--csv``."""
     from mission_gym.hardware import available_cores
-    from mission_gym.scripts.bench_report import print_task_table, write_csv
+    from mission_gym.training.measure import print_task_table, write_csv
     from mission_gym.vec.factory import has_native
 
     kinds = list(args.vec_env) if args.vec_env else [k for k in TASK_KINDS if k != "native" or has_native(args.env)]
@@ -191,8 +191,8 @@ def task_config(preset: str, env: str | None) -> Any:
     """The configuration ``bench --mode train`` trains for ``--preset`` on ``env`` (None: the preset's own task): a
     tier sizes the task's recipe (``cpu`` by default), a recipe or another file of settings is as written, its env
     replaced by ``env``."""
+    from mission_gym.plan.presets import load_preset
     from mission_gym.settings.overrides import apply_overrides
-    from mission_gym.settings.presets import load_preset
 
     if env is not None:  # a tier probes the task: its warnings routed first (a train worker's stdout carries its row)
         quiet_mujoco(env)

@@ -155,7 +155,7 @@ def _read_flags(args: Any) -> str | None:
     """Settle ``--policy search`` (the lookahead's old name, with a note) and ``--env-kwargs`` (``args.game``); the
     one line that refuses the flags, or None."""
     from mission_gym.config import ConfigError
-    from mission_gym.settings.command import parse_pairs
+    from mission_gym.plan.command import parse_pairs
 
     renamed = args.policy == "search"
     if renamed:

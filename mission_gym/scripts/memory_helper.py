@@ -3,7 +3,7 @@
 ``python -m mission_gym.scripts.memory_helper --env Hopper-v5 --compare`` prints every tier composed for the task on
 this machine (and the task's recipe as written): its size, host RAM, GPU memory, rollout buffer and parameters;
 ``--memory 12`` names the tier ``--preset auto`` picks for the task on a 12 GiB GPU with this machine's cores and
-RAM, with what each tier needs and why it fits or not (:mod:`mission_gym.settings.fit`); ``--preset heavy`` prints
+RAM, with what each tier needs and why it fits or not (:mod:`mission_gym.plan.fit`); ``--preset heavy`` prints
 what that preset is for the task (its recipe, its size and why) and its breakdown, and with ``--memory GB`` whether
 such a machine fits it; ``--measure [--preset quick]`` trains a few rollouts and prints the estimate next to the
 measured peaks (RSS, the env workers' total; on CUDA also ``torch.cuda.max_memory_allocated`` and NVML). Without
@@ -19,11 +19,8 @@ from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import GB, MB, Hardware, detect_hardware
-from mission_gym.scripts.cli import CliParser, command_main, fail
-from mission_gym.settings import memory as mem
-from mission_gym.settings.fit import Verdict, pick, weigh
-from mission_gym.settings.overrides import apply_overrides
-from mission_gym.settings.presets import (
+from mission_gym.plan.fit import Verdict, pick, weigh
+from mission_gym.plan.presets import (
     AUTO_PRESET,
     DEFAULT_ENV,
     Composed,
@@ -36,6 +33,9 @@ from mission_gym.settings.presets import (
     recipe_for,
     weigh_candidates,
 )
+from mission_gym.scripts.cli import CliParser, command_main, fail
+from mission_gym.settings import memory as mem
+from mission_gym.settings.overrides import apply_overrides
 from mission_gym.settings.schema import TrainConfig
 from mission_gym.settings.sizing import (
     cores_needed,
@@ -118,7 +118,7 @@ def compare_presets(directory: Path | None, env: str | None, hw: Hardware) -> tu
 
 def _cores_wanted(config: TrainConfig, directory: Path | None) -> int:
     """The cores ``auto`` wants for a preset: its tier's ``min_cores`` for a single-run recipe's seeds, else one for
-    every two members (as :func:`~mission_gym.settings.presets.weigh_candidates` weighs them)."""
+    every two members (as :func:`~mission_gym.plan.presets.weigh_candidates` weighs them)."""
     tier = read_tier(config.tier, directory) if config.tier else None
     return tier.min_cores if tier is not None and not config.population.cuts else cores_needed(config)
 
@@ -374,7 +374,7 @@ def _preset(preset_arg: str, args: Any, hw: Hardware) -> tuple[Composed, TrainCo
     if args.measure and config.population.size > 1:  # one of them is measured: each trains as a run of its own
         changes["population"] = {"size": 1}
     config = apply_overrides(config, changes, source="memory_helper flags")
-    return composed, config, shape_from_config(config, cores=hw.cores), name
+    return composed, config, shape_from_config(config, cores=hw.cores, measure=True), name
 
 
 def _describe(composed: Composed, config: TrainConfig, shape: mem.RunShape, name: str, hw: Hardware) -> None:

@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from mission_gym.config.yaml_io import ConfigError, dump_yaml
     from mission_gym.optional import require
+    from mission_gym.plan.command import config_from_args
     from mission_gym.rundir.directory import default_run_name
-    from mission_gym.settings.command import config_from_args
     from mission_gym.settings.overrides import apply_overrides
     from mission_gym.sharing.search import Search, load_space
     from mission_gym.training.trainer import Trainer

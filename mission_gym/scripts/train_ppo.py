@@ -35,8 +35,8 @@ def build_parser() -> CliParser:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Every ``train_ppo`` flag, in its help groups: the session's own here, the configuration's from
-    :func:`mission_gym.settings.command.add_settings_arguments` (``mission-search`` takes them all too)."""
-    from mission_gym.settings.command import add_settings_arguments
+    :func:`mission_gym.plan.command.add_settings_arguments` (``mission-search`` takes them all too)."""
+    from mission_gym.plan.command import add_settings_arguments
 
     what = p.add_argument_group("what to train")
     size = p.add_argument_group("rollout and update")
@@ -134,7 +134,7 @@ def _resume(args: argparse.Namespace, command: str) -> Any:
     """
     from mission_gym.config.yaml_io import ConfigError
     from mission_gym.launch.population import PopulationRun, is_population_run
-    from mission_gym.settings.command import flag_overrides
+    from mission_gym.plan.command import flag_overrides
     from mission_gym.training.trainer import Trainer
 
     overrides = flag_overrides(args)
@@ -164,14 +164,14 @@ def _resume(args: argparse.Namespace, command: str) -> Any:
 
 
 def _create(args: argparse.Namespace, command: str) -> Any:
-    """The session of a new run: the configuration the flags make (:func:`~mission_gym.settings.command.
+    """The session of a new run: the configuration the flags make (:func:`~mission_gym.plan.command.
     config_from_args`), then a population run or a run (a :class:`Trainer`), its configuration and notes printed.
 
     :raises ConfigError: for anything wrong with the flags or the configuration
     """
     from mission_gym.config.yaml_io import dump_yaml
     from mission_gym.launch.population import PopulationRun
-    from mission_gym.settings.command import config_from_args
+    from mission_gym.plan.command import config_from_args
     from mission_gym.training.trainer import Trainer
 
     config, notes = config_from_args(args)

@@ -59,11 +59,14 @@ HOST_CUDA_RUNTIME_MB = 1330.0
 NATIVE_ENV_BYTES = 2.8e3
 # DummyVecEnv of MissionEnv: RSS growth of 256 envs after a reset and a step = 85 KB per env.
 DUMMY_ENV_BYTES = 85e3
-# SubprocVecEnv(forkserver) worker running one MissionEnv: USS (memory only that process holds) of 202 MB,
-# RSS 351 MB (shared libraries counted once per process); the forkserver itself has a 6 MB USS. Sum of USS
-# is what the machine really spends, so that is what we add.
-SUBPROC_WORKER_MB = 205.0
-SUBPROC_SERVER_MB = 6.0
+# SubprocVecEnv(forkserver) workers, for a run with no measured profile of its task (mission_gym.vec.probe measures
+# one). The forkserver imports SB3's worker module (and torch) before it forks, so a worker holds only what it adds:
+# one running a MissionEnv 102 MB of its own (USS; its compiled simulation), one running another task 24-34 MB
+# (CartPole-v1, Ant-v5, an ALE game); the forkserver, with the pages the workers share with it and count in no one's
+# USS, 220 MB once (beside Ant-v5's workers; 2-core AMD EPYC Zen 4, torch 2.13).
+SUBPROC_WORKER_MB = 102.0
+SUBPROC_TASK_WORKER_MB = 35.0
+SUBPROC_SERVER_MB = 220.0
 
 # --- Activation constants -------------------------------------------------------------------------------------
 # Peak memory of one forward + backward + Adam step of ``evaluate_actions`` over a minibatch, divided by
@@ -367,7 +370,8 @@ def estimate_memory(shape: RunShape) -> MemoryEstimate:
     else:
         env = 0.0
         # a task's measured worker shares the forkserver's imports (torch, SB3), which the forkserver holds once
-        worker = SUBPROC_WORKER_MB * MB if shape.worker_bytes is None else shape.worker_bytes
+        constant = SUBPROC_WORKER_MB if shape.sim_kernels else SUBPROC_TASK_WORKER_MB
+        worker = constant * MB if shape.worker_bytes is None else shape.worker_bytes
         server = SUBPROC_SERVER_MB * MB if shape.server_bytes is None else shape.server_bytes
         host[HOST_WORKERS] = shape.n_envs * worker + server
     if shape.normalize:

@@ -2,7 +2,7 @@
 ``curriculum[0].value``), from flags, ``--hyperparams`` or a search's trial.
 
 ``--timesteps`` keeps every schedule position at its env step, so a shorter run is the exact first part of the longer
-one: what would start at or after the new end is dropped (:func:`mission_gym.settings.notes.schedule_changes` says
+one: what would start at or after the new end is dropped (:func:`mission_gym.plan.notes.schedule_changes` says
 what), a curriculum ramp that ends after it is cut off there, and the last phase's learning rate runs to the new end.
 """
 
@@ -100,7 +100,7 @@ def apply_overrides(config: TrainConfig, overrides: Mapping[str, Any], source: s
     the field's whole value, a dotted one changes one entry inside it. ``env_kwargs`` merge into the preset's for the
     same env; with another ``env`` the preset's Mission Gym settings (curriculum, env arguments, variants' too) are
     left out unless given. A new ``timesteps`` keeps every schedule position at its step and drops what would start
-    at or after the new end (:func:`~mission_gym.settings.notes.schedule_changes` lists it).
+    at or after the new end (:func:`~mission_gym.plan.notes.schedule_changes` lists it).
 
     :param source: what to name in errors
     """
@@ -148,7 +148,7 @@ def apply_command_line(
 ) -> tuple[TrainConfig, dict[str, Any]]:
     """A preset with a command line's changes: its flags (configuration fields), then ``--hyperparams`` (settings by
     name or path, and extra PPO arguments merged into the preset's), then ``--env-kwargs`` (merged into the preset's
-    by :func:`apply_overrides`); and what was given, as :func:`~mission_gym.settings.notes.shadowed_overrides` reads it.
+    by :func:`apply_overrides`); and what was given, as :func:`~mission_gym.plan.notes.shadowed_overrides` reads it.
 
     :raises ConfigError: for anything invalid, naming the flag or key
     """

@@ -4,7 +4,7 @@
 :class:`~mission_gym.settings.memory.RunShape` (reading the spaces of envs other than Mission Gym by making one);
 :func:`check_memory` refuses a run that cannot fit the memory available before anything is allocated;
 :func:`cores_needed` and :func:`members_at_once` say how many cores a preset wants and how many of a population's
-members run at once (which preset fits a machine is :mod:`mission_gym.settings.fit`).
+members run at once (which preset fits a machine is :mod:`mission_gym.plan.fit`).
 """
 
 from __future__ import annotations
@@ -161,13 +161,19 @@ def extractor_counts(config: TrainConfig, observation_space: Any, policy: str) -
     return _COUNTS[key]
 
 
-def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: int | None = None) -> RunShape:
+def shape_from_config(
+    config: TrainConfig, *, device: str | None = None, cores: int | None = None, measure: bool = False
+) -> RunShape:
     """The memory estimator's shape of a training configuration.
 
     :param config: the configuration (``batch_size: auto``, ``vec_env: auto`` and ``policy: auto`` are resolved by
         the trainer's rules, :mod:`mission_gym.settings.resolve`)
     :param device: overrides the configuration's device; ``auto`` left unresolved counts as ``cpu`` (so does ``mps``)
     :param cores: CPU cores, for resolving ``vec_env: auto`` (detected when None)
+    :param measure: probe the task's env and workers when no profile of it is kept (:mod:`mission_gym.vec.probe`;
+        the sizing tools do); otherwise a kept profile's figures, else the estimator's constants. A trainer whose
+        envs the user chose steps none of them before training does (an env that hangs or fails after some steps
+        meets its worker's handling there)
     """
     # a resolved configuration (a run's) keeps what resolve() fixed; a preset's autos get the same rules here
     batch = batch_size(config) if config.batch_size == "auto" else config.batch_size
@@ -183,14 +189,15 @@ def shape_from_config(config: TrainConfig, *, device: str | None = None, cores: 
     # another task's in-process envs (its own batched env's too) and workers as the probe measured them; the game's
     # in-process envs are the constants measured on it, its workers measured like any task's
     if (config.env != ENV_ID and vec_env in ("dummy", "subproc", "native")) or vec_env == "subproc":
-        from mission_gym.vec.probe import task_profile
+        from mission_gym.vec.probe import known_profile, task_profile
 
-        profile = task_profile(config.env, config.env_kwargs, config.env_wrapper, cores)
-        task.update(env_bytes=profile.env_bytes)
-        if vec_env == "subproc" and profile.step_us is not None:
-            if profile.worker_bytes is None:  # a step too cheap for the probe to have started a worker
-                profile = task_profile(config.env, config.env_kwargs, config.env_wrapper, cores, workers=True)
-            task.update(worker_bytes=profile.worker_bytes or None, server_bytes=profile.server_bytes)
+        profile = known_profile(config.env, config.env_kwargs, config.env_wrapper, cores)
+        if measure and (profile is None or (vec_env == "subproc" and profile.worker_bytes is None)):
+            profile = task_profile(config.env, config.env_kwargs, config.env_wrapper, cores, workers=vec_env == "subproc")
+        if profile is not None:
+            task.update(env_bytes=profile.env_bytes)
+            if vec_env == "subproc" and profile.worker_bytes:
+                task.update(worker_bytes=profile.worker_bytes, server_bytes=profile.server_bytes)
     return RunShape(
         n_envs=config.n_envs,
         n_steps=config.n_steps,

@@ -321,7 +321,7 @@ def crash_message(exc: BaseException, config: TrainConfig, device: str) -> str:
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         try:
             from mission_gym.hardware import gpu_memory_gb, total_ram_gb
-            from mission_gym.settings.notes import oom_message
+            from mission_gym.plan.notes import oom_message
             from mission_gym.settings.sizing import shape_from_config
 
             shape = shape_from_config(config, device="cuda")

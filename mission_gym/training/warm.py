@@ -42,7 +42,7 @@ PRELOAD = [
     "torch._dynamo",  # Optimizer.step imports it at the first update: 1.3 s of the 3.4 s
     "stable_baselines3",
     "mission_gym.scripts.cli",  # not train_ppo itself: `python -m` runs it afresh (runpy warns of one imported)
-    "mission_gym.settings.command",
+    "mission_gym.plan.command",
     "mission_gym.training.trainer",
     "mission_gym.launch.population",
 ]

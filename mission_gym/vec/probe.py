@@ -169,6 +169,22 @@ def _write_cache(key: str, profile: TaskProfile) -> None:
         pass
 
 
+def known_profile(
+    env_id: str, env_kwargs: Mapping[str, Any] | None = None, env_wrapper: Sequence[Any] = (), cores: int | None = None
+) -> TaskProfile | None:
+    """The task's profile if this process probed it or the cache keeps it; None otherwise (nothing is measured: a
+    run whose envs the user chose steps none of them before training does)."""
+    cores = available_cores() if cores is None else cores
+    key = profile_key(env_id, dict(env_kwargs or {}), env_wrapper, cores)
+    if key in _PROBED:
+        return _PROBED[key]
+    kept = _read_cache().get(key)
+    try:
+        return TaskProfile(**kept) if isinstance(kept, dict) else None
+    except TypeError:
+        return None
+
+
 def task_profile(
     env_id: str,
     env_kwargs: Mapping[str, Any] | None = None,

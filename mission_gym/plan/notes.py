@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from mission_gym.hardware import available_cores, detect_hardware
-from mission_gym.settings import presets
-from mission_gym.settings.fit import pick
+from mission_gym.plan import presets
+from mission_gym.plan.fit import pick
 from mission_gym.settings.memory import RunShape, estimate_memory
 from mission_gym.settings.overrides import parse_path, path_text
 from mission_gym.settings.schema import Phase, TrainConfig, positions
@@ -140,7 +140,7 @@ def oom_message(
     shape: RunShape, gpu_mem_gb: float | None, ram_gb: float, cores: int | None = None, directory: Any = None
 ) -> str:
     """The text shown when training runs out of CUDA memory: the estimator's breakdown of the failing run and the
-    preset that fits this machine (what ``--preset auto`` picks: :mod:`mission_gym.settings.fit`).
+    preset that fits this machine (what ``--preset auto`` picks: :mod:`mission_gym.plan.fit`).
 
     :param shape: the run that failed
     :param gpu_mem_gb: total memory of the card in GiB (None if it cannot be read)

@@ -1,6 +1,6 @@
 """A tier sizes a recipe for a machine: :func:`compose`.
 
-A recipe (:mod:`mission_gym.settings.recipes`) says what is learned; a tier (``cpu``, ``fast``, ``heavy``,
+A recipe (:mod:`mission_gym.plan.recipes`) says what is learned; a tier (``cpu``, ``fast``, ``heavy``,
 ``beast``: a preset file with ``tier: true``) says how big it runs. The rule:
 
 - **A population recipe** (Mission Gym's game: members side by side, cut by their scores) keeps everything it

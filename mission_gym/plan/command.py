@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mission_gym.config.yaml_io import ConfigError, parse_yaml, read_yaml, validate
+from mission_gym.plan.notes import config_notes
+from mission_gym.plan.presets import AUTO_PRESET, compose_preset
 from mission_gym.rundir.directory import resolve_run_dir
-from mission_gym.settings.notes import config_notes
 from mission_gym.settings.overrides import apply_command_line, apply_overrides
-from mission_gym.settings.presets import AUTO_PRESET, compose_preset
 from mission_gym.settings.schema import TrainConfig
 from mission_gym.vec import VEC_ENV_KINDS
 
@@ -152,10 +152,10 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def config_from_args(args: argparse.Namespace) -> tuple[TrainConfig, list[str]]:
     """The configuration of a new run: the preset (a tier, or ``auto``'s pick for this machine, sizing the task's
-    recipe: :func:`~mission_gym.settings.presets.compose_preset`), then the flags, then ``--hyperparams`` and
+    recipe: :func:`~mission_gym.plan.presets.compose_preset`), then the flags, then ``--hyperparams`` and
     ``--env-kwargs``; and notes for the user: which recipe and which size were chosen and why, what ``--timesteps``
     did to its schedule, each given setting that a later phase or a population variant replaces, a GPU preset without
-    a GPU here (:func:`~mission_gym.settings.notes.config_notes`).
+    a GPU here (:func:`~mission_gym.plan.notes.config_notes`).
 
     :raises ConfigError: for anything invalid, naming the flag or key
     """

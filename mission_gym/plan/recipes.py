@@ -10,7 +10,7 @@ wrappers). It says which tasks it is meant for with a ``for:`` key:
 The lookup goes as rl-baselines3-zoo's does (its ``read_hyperparameters``: the id, then the ``atari`` block for ALE
 games, then a default), with the default chosen by the task's kind: the exact id first, then a recipe for the id's
 entry point's package (``ale_py``: the Atari preprocessing), then the kind's default. A tier sizes the recipe for
-the machine (:mod:`mission_gym.settings.tiers`).
+the machine (:mod:`mission_gym.plan.tiers`).
 """
 
 from __future__ import annotations

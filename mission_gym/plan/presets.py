@@ -3,13 +3,13 @@
 The shipped presets live in ``mission_gym/presets/``; a user file works the same way. There are three kinds:
 
 - a **recipe**: :class:`~mission_gym.settings.schema.TrainConfig` fields, with ``for:`` saying which tasks it is
-  the recipe of (:mod:`mission_gym.settings.recipes`): ``mission`` (the game's), ``hopper``, ``walker2d``,
+  the recipe of (:mod:`mission_gym.plan.recipes`): ``mission`` (the game's), ``hopper``, ``walker2d``,
   ``halfcheetah``, and the defaults by kind ``discrete``, ``mujoco`` (continuous actions), ``pixels``, ``atari``.
   Named as ``--preset``, a recipe (or any file of fields, such as ``quick``) trains at the size it is written for;
 - a **tier** (``tier: true``: ``cpu``, ``fast``, ``heavy``, ``beast``): how big a recipe runs
-  (:mod:`mission_gym.settings.tiers`); named as ``--preset``, it sizes the task's recipe (or ``--recipe``'s);
+  (:mod:`mission_gym.plan.tiers`); named as ``--preset``, it sizes the task's recipe (or ``--recipe``'s);
 - a **selector** (``selector: true``: ``auto``): picks a tier by the hardware (:func:`choose_preset`, by the rule
-  of :mod:`mission_gym.settings.fit`, weighing the tiers' configurations of the task at hand).
+  of :mod:`mission_gym.plan.fit`, weighing the tiers' configurations of the task at hand).
 
 A preset may start from another (``base: mujoco``): its own keys are merged over the base's (mappings key by key,
 anything else, lists included, replaced); a tier as its base (``base: cpu``) is that tier's configuration of the
@@ -30,10 +30,10 @@ from mission_gym import ENV_ID
 from mission_gym.config.loader import deep_merge, suggest
 from mission_gym.config.yaml_io import ConfigError, read_yaml, validate
 from mission_gym.hardware import Hardware, detect_hardware
-from mission_gym.settings.fit import Verdict, pick, weigh
-from mission_gym.settings.recipes import FOR_KEY, Choice, choose, recipe_uses
+from mission_gym.plan.fit import Verdict, pick, weigh
+from mission_gym.plan.recipes import FOR_KEY, Choice, choose, recipe_uses
+from mission_gym.plan.tiers import Composed, Tier, compose, fit_to_memory
 from mission_gym.settings.schema import TrainConfig
-from mission_gym.settings.tiers import Composed, Tier, compose, fit_to_memory
 
 AUTO_PRESET = "auto"
 #: what a tier sizes when no ``--env`` names a task
@@ -165,7 +165,7 @@ def choose_preset(
     rules: AutoPreset | None = None,
     env: str | None = None,
 ) -> str:
-    """The tier a selector picks on a machine for a task (the rule: :mod:`mission_gym.settings.fit`).
+    """The tier a selector picks on a machine for a task (the rule: :mod:`mission_gym.plan.fit`).
 
     :param gpu_mem_gb: total memory of the GPU in GiB, None without a CUDA GPU
     :param cores: CPU cores available to the run
@@ -215,7 +215,7 @@ def _auto_rules(directory: str | Path | None) -> AutoPreset:
 
 
 def recipe_for(env: str, directory: str | Path | None = None, env_kwargs: Mapping[str, Any] | None = None) -> Choice:
-    """The recipe a tier sizes for ``env`` (:func:`mission_gym.settings.recipes.choose` among the presets of
+    """The recipe a tier sizes for ``env`` (:func:`mission_gym.plan.recipes.choose` among the presets of
     ``directory``, else the shipped ones): its name and why. The task is probed only when no recipe names it.
 
     :raises ConfigError: when no recipe serves the task's kind of spaces
@@ -245,10 +245,10 @@ def compose_preset(
 ) -> Composed:
     """A preset's configuration for a task on this machine, and what was chosen (lines for the user):
 
-    - a tier: the task's recipe (``recipe``, else :func:`recipe_for`) sized by it (:func:`~mission_gym.settings.tiers.
+    - a tier: the task's recipe (``recipe``, else :func:`recipe_for`) sized by it (:func:`~mission_gym.plan.tiers.
       compose`);
     - a selector (``auto``): the tier it picks here, and on a machine whose memory the tier's size does not fit, the
-      envs halved until it does (:func:`~mission_gym.settings.tiers.fit_to_memory`);
+      envs halved until it does (:func:`~mission_gym.plan.tiers.fit_to_memory`);
     - a recipe or another file of settings: as written (``env``, if given, is applied by the command line's overrides).
 
     :param name_or_path: a shipped preset name or a YAML file path
