@@ -15,9 +15,9 @@ from stable_baselines3 import PPO
 
 from mission_gym.config.yaml_io import read_yaml
 from mission_gym.launch.progress import planned_steps
+from mission_gym.plan.presets import load_preset
 from mission_gym.rundir.directory import RunDir
 from mission_gym.settings.overrides import apply_overrides
-from mission_gym.plan.presets import load_preset
 
 CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
 

@@ -14,8 +14,8 @@ import gymnasium as gym  # noqa: E402
 
 from mission_gym.baselines import make_policy  # noqa: E402
 from mission_gym.envs import MissionEnv  # noqa: E402
-from mission_gym.scripts import enjoy  # noqa: E402
 from mission_gym.plan.presets import load_preset  # noqa: E402
+from mission_gym.scripts import enjoy  # noqa: E402
 from mission_gym.training.trainer import Trainer  # noqa: E402
 
 

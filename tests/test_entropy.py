@@ -6,8 +6,8 @@ import pytest
 import torch
 from stable_baselines3.common.distributions import CategoricalDistribution, MultiCategoricalDistribution
 
-from mission_gym.settings.overrides import apply_overrides
 from mission_gym.plan.presets import load_preset
+from mission_gym.settings.overrides import apply_overrides
 from mission_gym.training.trainer import Trainer
 
 SHORT = {"world": {"physics": {"episode_seconds": 2.5}}}

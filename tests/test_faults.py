@@ -456,8 +456,8 @@ def test_no_memory_check_skips_the_admission(tmp_path, monkeypatch, capsys):
 
 # --- checking a configuration starts no process ----------------------------------------------------------------------
 def test_checking_a_subproc_configuration_starts_no_process():
-    from mission_gym.settings.overrides import apply_overrides
     from mission_gym.plan.presets import load_preset
+    from mission_gym.settings.overrides import apply_overrides
     from mission_gym.settings.resolve import resolve
     from mission_gym.training.build import build_run
 

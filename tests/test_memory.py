@@ -18,12 +18,12 @@ from mission_gym.hardware import GpuInfo, Hardware
 from mission_gym.launch import population
 from mission_gym.launch.jobs import Job
 from mission_gym.launch.resources import estimate_job_memory
-from mission_gym.settings import memory as mem
-from mission_gym.settings import sizing
 from mission_gym.plan import notes
 from mission_gym.plan import presets as auto
-from mission_gym.settings.overrides import apply_overrides
 from mission_gym.plan.presets import choose_preset, is_selector, load_preset, load_presets
+from mission_gym.settings import memory as mem
+from mission_gym.settings import sizing
+from mission_gym.settings.overrides import apply_overrides
 
 PRESETS = Path(__file__).parent / "data" / "memory_presets"
 MISSION_OBS = spaces.Box(-np.inf, np.inf, (100,), np.float32)

@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mission_gym.scripts.train_ppo import build_parser
 from mission_gym.plan.command import config_from_args
 from mission_gym.plan.notes import shadowed_overrides
-from mission_gym.settings.overrides import apply_overrides
 from mission_gym.plan.presets import load_preset
+from mission_gym.scripts.train_ppo import build_parser
+from mission_gym.settings.overrides import apply_overrides
 
 
 def resolve(*argv: str) -> tuple[object, list[str]]:

@@ -20,10 +20,10 @@ import warm_cli
 from mission_gym.config.yaml_io import ConfigError, read_yaml
 from mission_gym.hardware import available_cores
 from mission_gym.launch.members import member_seeds, stages
+from mission_gym.plan.presets import load_preset
 from mission_gym.rundir.directory import RunDir
 from mission_gym.rundir.evaluations import EvalRecord
 from mission_gym.settings.overrides import apply_overrides
-from mission_gym.plan.presets import load_preset
 
 CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
 CARTPOLE = ["--preset", "quick", "--env", "CartPole-v1", "--vec-env", "dummy", "--n-envs", "2", "--n-steps", "64"]

@@ -16,10 +16,10 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.utils import ConstantSchedule
 
+from mission_gym.plan.presets import load_preset
 from mission_gym.ppo.schedules import PhasedSchedule
 from mission_gym.rundir.directory import RunDir
 from mission_gym.settings.overrides import apply_overrides
-from mission_gym.plan.presets import load_preset
 from mission_gym.settings.resolve import resolve
 from mission_gym.training.build import ppo_kwargs
 from mission_gym.training.portable import foreign_references

@@ -10,8 +10,8 @@ import pytest
 
 from mission_gym.launch.progress import FIRST_SPAN_S, PopulationProgress, planned_steps
 from mission_gym.launch.starts_stage import seconds_left
-from mission_gym.settings.overrides import apply_overrides
 from mission_gym.plan.presets import load_preset
+from mission_gym.settings.overrides import apply_overrides
 
 
 class Clock:

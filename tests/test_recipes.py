@@ -15,10 +15,10 @@ import warm_cli
 
 from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import Hardware
-from mission_gym.scripts.train_ppo import main
 from mission_gym.plan import presets, tiers
-from mission_gym.settings.memory import estimate_memory
 from mission_gym.plan.presets import compose_preset, load_preset, recipe_for
+from mission_gym.scripts.train_ppo import main
+from mission_gym.settings.memory import estimate_memory
 from mission_gym.settings.sizing import shape_from_config
 from mission_gym.vec import probe
 

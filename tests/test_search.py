@@ -14,9 +14,9 @@ import warm_cli
 optuna = pytest.importorskip("optuna", reason="the search needs Optuna (pip install 'mission_gym[search]')")
 
 from mission_gym.config import ConfigError, read_yaml  # noqa: E402
+from mission_gym.plan.presets import load_preset  # noqa: E402
 from mission_gym.scripts import search as search_cli  # noqa: E402
 from mission_gym.settings.overrides import apply_overrides  # noqa: E402
-from mission_gym.plan.presets import load_preset  # noqa: E402
 from mission_gym.sharing.search import DEFAULT_SPACE, Search, load_space  # noqa: E402
 
 SEARCH = [sys.executable, "-m", "mission_gym.scripts.search"]

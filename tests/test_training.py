@@ -14,10 +14,10 @@ from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
 from mission_gym.agents import load_agent
 from mission_gym.config import ConfigError, read_yaml
+from mission_gym.plan.presets import AutoPreset, load_preset, preset_names, presets_dir
 from mission_gym.rundir.directory import RunDir, saved_with, vecnormalize_path
 from mission_gym.settings.minibatch import check_batch_size, choose_batch_size, divisors
 from mission_gym.settings.overrides import apply_overrides, split_hyperparams
-from mission_gym.plan.presets import AutoPreset, load_preset, preset_names, presets_dir
 from mission_gym.settings.schema import Phase, TrainConfig
 from mission_gym.training.trainer import Trainer
 from mission_gym.vec.factory import ENV_ID as MISSION_ENV_ID

@@ -6,8 +6,8 @@ import torch
 
 from mission_gym.agents import load_agent
 from mission_gym.envs import MissionVecEnv
-from mission_gym.settings.overrides import apply_overrides
 from mission_gym.plan.presets import load_preset
+from mission_gym.settings.overrides import apply_overrides
 from mission_gym.sim import layout as L
 from mission_gym.training.trainer import Trainer
 
