@@ -68,10 +68,11 @@ def test_gpu_presets_are_the_cpu_recipe_with_their_members(name):
     ],
 )
 def test_mujoco_presets_batch_their_task_on_the_native_env(name, env, zoo):
-    """hopper, walker2d, halfcheetah: 1M steps of their task, 8 envs on the native MuJoCo env; halfcheetah carries
-    rl-baselines3-zoo's values for its task (gamma, lambda, clip, entropy, value, gradient norm)."""
+    """hopper, walker2d, halfcheetah: 1M steps of their task (halfcheetah 2M), 8 envs on the native MuJoCo env;
+    halfcheetah carries rl-baselines3-zoo's values for its task (gamma, lambda, clip, entropy, value, gradient norm)."""
     config = load_preset(name)
-    assert (config.env, config.timesteps, config.n_envs, config.vec_env) == (env, 1_000_000, 8, "native")
+    steps = 2_000_000 if name == "halfcheetah" else 1_000_000
+    assert (config.env, config.timesteps, config.n_envs, config.vec_env) == (env, steps, 8, "native")
     assert config.normalize and config.normalize_reward and config.device == "cpu"
     if zoo is None:
         mujoco = load_preset("mujoco")
