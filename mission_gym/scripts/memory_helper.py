@@ -277,9 +277,18 @@ def measure(config: TrainConfig, shape: mem.RunShape, name: str, rollouts: int) 
         ratio = f"{(estimate / measured - 1) * 100:+.1f}%" if measured > 0 else "-"
         rows.append([what, _mb(estimate), _mb(measured) if measured > 0 else "not measured", ratio])
 
+    # mapped files' pages count as many as the page cache holds (mem.HOST_LIBRARY_FILES_MB): the private memory is
+    # the comparison that says whether the run was planned right
+    files = mem.HOST_LIBRARY_FILES_MB * MB
     add("peak RSS of the training process", est.host_bytes - est.worker_bytes, got.peak_rss_bytes)
+    if got.file_rss_bytes:
+        add("  of it private (less mapped files)", est.host_bytes - est.worker_bytes - files,
+            got.peak_rss_bytes - got.file_rss_bytes)  # fmt: skip
     if shape.vec_env == "subproc":
         add("env workers + forkserver (sum of PSS)", est.worker_bytes, got.worker_bytes)
+        if got.worker_file_bytes:
+            add("  of it private (less mapped files)", est.worker_bytes - mem.SUBPROC_FILES_MB * MB,
+                got.worker_bytes - got.worker_file_bytes)  # fmt: skip
         add("total (process + workers)", est.host_bytes, got.peak_rss_bytes + got.worker_bytes)
     if est.gpu:
         add("torch.cuda.max_memory_allocated", est.gpu_allocated_bytes, got.cuda_max_allocated)

@@ -36,13 +36,19 @@ from mission_gym.hardware import GB, MB
 from mission_gym.vec import VEC_ENV_KINDS
 
 # --- Host constants (measured here, see the module docstring for the machine) ----------------------------------
-# RSS of a process that imported torch + SB3 + mission_gym, built a MissionVecEnv and a PPO MlpPolicy (+80 MB: torch's
-# first ops, thread pools), before ``learn``: 431–442 MB for networks of 64,64 … 1024,512,512,256 (parameters are
-# counted separately). The trainer adds rich, pydantic, tqdm and the TensorBoard writer: +13 MB measured.
+# A process that imported torch + SB3 + mission_gym, built a MissionVecEnv and a PPO MlpPolicy (+80 MB: torch's first
+# ops, thread pools), before ``learn``, peaked at 431–442 MB RSS for networks of 64,64 … 1024,512,512,256 (parameters
+# are counted separately); the trainer adds rich, pydantic, tqdm and the TensorBoard writer: +13 MB measured. Of a
+# process's RSS, the pages of the libraries' mapped files (torch's shared objects above all) are as many as the page
+# cache holds of them, not a property of the run: 152 MB of CartPole's `quick` with subproc in a venv installed weeks
+# before, 238 MB in one installed a minute before (AMD EPYC Zen 4, torch 2.13 CPU), more on a fresh machine. So the
+# baseline is its private memory (RSS less mapped files: 255–258 MB in both venvs, the CartPole run's own terms
+# ~11 MB) and the mapped files a row of their own, set near the fresh venv's figure.
+HOST_BASELINE_MB = 247.0
+HOST_LIBRARY_FILES_MB = 250.0
 # Of that, the loaded numba kernels of the simulation are 49 MB (RSS after building and stepping the first env minus
 # RSS after the imports); with subproc they live in the workers instead: the main process of `quick` with subproc
 # peaked at 395 MB against 443 MB with native.
-HOST_BASELINE_MB = 386.0
 HOST_SIM_KERNELS_MB = 49.0
 # Autograd's and the allocator's first-use memory in ``learn``: a 24k-parameter policy with 8×64 steps peaked
 # 11 MB above its pre-learn RSS while buffer, Adam and activations add up to ~1 MB.
@@ -67,6 +73,9 @@ DUMMY_ENV_BYTES = 85e3
 SUBPROC_WORKER_MB = 102.0
 SUBPROC_TASK_WORKER_MB = 35.0
 SUBPROC_SERVER_MB = 220.0
+# Of the workers' and forkserver's PSS, the pages of mapped files (the forkserver's imported libraries, which the
+# workers share): 52 MB and 78 MB for CartPole's `quick` in the two venvs of HOST_LIBRARY_FILES_MB.
+SUBPROC_FILES_MB = 65.0
 
 # --- Activation constants -------------------------------------------------------------------------------------
 # Peak memory of one forward + backward + Adam step of ``evaluate_actions`` over a minibatch, divided by
@@ -325,6 +334,7 @@ class MemoryEstimate:
 
 
 HOST_BASELINE = "process baseline (python, torch, SB3)"
+HOST_LIBRARIES = "libraries' mapped files (as the page cache holds them)"
 HOST_SIM_KERNELS = "simulation kernels (numba, in-process envs)"
 HOST_CUDA = "CUDA runtime libraries (host side)"
 HOST_BUFFER = "rollout buffer"
@@ -356,7 +366,7 @@ def estimate_memory(shape: RunShape) -> MemoryEstimate:
     activations = activation_bytes(shape)
     obs_batch = shape.n_envs * max(shape.obs_dim * 4, shape.step_obs_bytes)
 
-    host: dict[str, float] = {HOST_BASELINE: HOST_BASELINE_MB * MB}
+    host: dict[str, float] = {HOST_BASELINE: HOST_BASELINE_MB * MB, HOST_LIBRARIES: HOST_LIBRARY_FILES_MB * MB}
     if shape.vec_env != "subproc" and shape.sim_kernels:
         host[HOST_SIM_KERNELS] = HOST_SIM_KERNELS_MB * MB
     if shape.on_cuda:
@@ -414,7 +424,7 @@ def estimate_batched(shape: RunShape, members: int) -> MemoryEstimate:
     """Estimate a population of ``members`` members of ``shape`` trained as one batched learner in one process:
     the process, its libraries and (on CUDA) one context once; each member's env, buffers, model and activations."""
     one = estimate_memory(shape)
-    once = (HOST_BASELINE, HOST_SIM_KERNELS, HOST_CUDA, HOST_SLACK, HOST_WORKERS)
+    once = (HOST_BASELINE, HOST_LIBRARIES, HOST_SIM_KERNELS, HOST_CUDA, HOST_SLACK, HOST_WORKERS)
     host = {k: v if k in once else v * members for k, v in one.host.items()}
     dynamic = sum(v for k, v in host.items() if k not in once)
     host[HOST_SLACK] = HOST_LEARN_FIXED_MB * MB + HOST_ALLOC_SLACK * dynamic

@@ -30,6 +30,9 @@ class Measurement:
     :param peak_rss_bytes: the training process's peak RSS over its whole life (``getrusage``)
     :param worker_bytes: memory of this process's child processes at the end of training (subproc: the env workers,
         their forkserver and multiprocessing's resource tracker), each page counted once (:func:`children_memory`)
+    :param file_rss_bytes: of the training process's RSS at the end, the pages of mapped files (the libraries' code
+        and data: how many of them a process holds depends on what the page cache holds, not on the run; 0 off Linux)
+    :param worker_file_bytes: of ``worker_bytes``, the pages of mapped files (0 off Linux)
     :param cuda_max_allocated: ``torch.cuda.max_memory_allocated`` (0 on CPU)
     :param cuda_max_reserved: ``torch.cuda.max_memory_reserved`` (0 on CPU)
     :param nvml_used_peak: the most device memory NVML reported in use while training (0 on CPU)
@@ -44,6 +47,8 @@ class Measurement:
 
     peak_rss_bytes: float
     worker_bytes: float = 0.0
+    file_rss_bytes: float = 0.0
+    worker_file_bytes: float = 0.0
     cuda_max_allocated: float = 0.0
     cuda_max_reserved: float = 0.0
     nvml_used_peak: float = 0.0
@@ -152,6 +157,8 @@ def _time_learning(model: Any, rollout: int, rollouts: int, warmup: int, device:
     out = Measurement(
         peak_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         worker_bytes=children_memory(),
+        file_rss_bytes=file_rss(),
+        worker_file_bytes=children_memory(files=True),
         seconds=seconds,
         timesteps=rollouts * rollout,
         rollout_s=timings.rollout_s,
@@ -164,19 +171,41 @@ def _time_learning(model: Any, rollout: int, rollouts: int, warmup: int, device:
     return out
 
 
-def children_memory() -> float:
+def file_rss() -> float:
+    """Bytes of this process's RSS that are pages of mapped files (``RssFile`` + ``RssShmem``; 0 off Linux)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return 0.0
+    kb = {k: v.split() for k, _, v in (line.partition(":") for line in status.splitlines())}
+    return sum(float(kb[k][0]) * 1024 for k in ("RssFile", "RssShmem") if kb.get(k))
+
+
+def _pss_file(pid: int) -> float:
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0.0
+    kb = {k: v.split() for k, _, v in (line.partition(":") for line in rollup.splitlines())}
+    return sum(float(kb[k][0]) * 1024 for k in ("Pss_File", "Pss_Shmem") if kb.get(k))
+
+
+def children_memory(files: bool = False) -> float:
     """Bytes the child processes of this process hold now (subproc: the env workers, their forkserver and
     multiprocessing's resource tracker), each shared page counted once: the sum of their PSS, which gives a page
     shared by ``k`` processes ``1/k`` to each. That is the workers' USS plus the pages they share with the forkserver
     (its imports) once, as :func:`~mission_gym.vec.probe.task_profile` measures a task's workers; a sum of RSS would
-    count those pages once per worker, a sum of USS not at all. Off Linux (no PSS), the sum of USS."""
+    count those pages once per worker, a sum of USS not at all. Off Linux (no PSS), the sum of USS.
+
+    :param files: only the pages of mapped files in that sum (``Pss_File``; 0 off Linux)
+    """
     total = 0.0
     for child in psutil.Process().children(recursive=True):
         try:
-            info = child.memory_full_info()
+            info = None if files else child.memory_full_info()
         except psutil.Error:  # ended meanwhile, or not ours to read
             continue
-        total += float(getattr(info, "pss", info.uss))
+        total += _pss_file(child.pid) if info is None else float(getattr(info, "pss", info.uss))
     return total
 
 
