@@ -263,13 +263,19 @@ def best_for_memory(gpu_gb: float, hw: Hardware, directory: Path | None, env: st
 
 
 def measure(config: TrainConfig, shape: mem.RunShape, name: str, rollouts: int) -> None:
-    """Train ``rollouts`` rollouts of ``config`` in this process (as the trainer builds it) and print the estimate
+    """Train ``rollouts`` rollouts of ``config`` in a fresh process (as the trainer builds it) and print the estimate
     next to the measured peaks."""
     est = mem.estimate_memory(shape)
     print(f"measuring preset {name}: {rollouts} rollouts of {shape.rollout:,} steps on {shape.device} ...", flush=True)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     from mission_gym.training.measure import measure_training
 
-    got = measure_training(config, rollouts=rollouts)
+    # a fresh process whose peak RSS is the training's alone (not this one's probe of the task), its vec-env kind the
+    # one estimated, so it probes nothing itself
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        got = pool.submit(measure_training, config.model_copy(update={"vec_env": shape.vec_env}), rollouts).result()
     print(est.breakdown())
     rows = []
 
