@@ -86,7 +86,8 @@ def compose(
     seeds = tier.seeds
     cores = max(1, hw.cores // seeds)
     kind, n_envs, line = _envs(recipe, cores, profile)
-    data.update(vec_env=kind, n_envs=n_envs, n_steps=recipe.rollout // n_envs, num_threads=None)
+    # the learner's threads stay the recipe's where it sets them (its MLP's update is faster on one), else the run's cores
+    data.update(vec_env=kind, n_envs=n_envs, n_steps=recipe.rollout // n_envs)
     obs = profile(cores).obs_kind if recipe.policy == AUTO_POLICY or kind != "native" else "vector"
     if recipe.policy == AUTO_POLICY:
         data["policy"] = policy_for(obs)
