@@ -94,7 +94,9 @@ def add_settings_arguments(p: argparse.ArgumentParser, groups: Mapping[str, Any]
     )
     machine.add_argument("--vec-env", choices=["auto", *VEC_ENV_KINDS], help="vectorised env kind [auto]")
     machine.add_argument("--device", metavar="DEV", help="auto, cpu, cuda or cuda:<i> [auto]")
-    machine.add_argument("--num-threads", type=int, metavar="N", help="learner torch threads [cores left after env workers]")
+    machine.add_argument(
+        "--num-threads", type=int, metavar="N", help="learner torch threads [the recipe's, else the cores env workers leave]"
+    )
     run.add_argument("--runs-dir", default="runs", metavar="DIR", help="where runs live [runs]")
     run.add_argument("--eval-freq", type=int, metavar="STEPS", help="env steps between evaluations (0: final only)")
     run.add_argument("--eval-episodes", type=int, metavar="N", help="episodes per evaluation (fixed seeds)")
