@@ -171,23 +171,23 @@ def _time_learning(model: Any, rollout: int, rollouts: int, warmup: int, device:
     return out
 
 
-def file_rss() -> float:
-    """Bytes of this process's RSS that are pages of mapped files (``RssFile`` + ``RssShmem``; 0 off Linux)."""
+def _proc_kb_sum(path: str, keys: tuple[str, ...]) -> float:
+    """Bytes: the sum of ``keys`` (kB figures) in a ``/proc`` file of ``Key: N kB`` lines; 0 where it cannot be read."""
     try:
-        status = Path("/proc/self/status").read_text()
+        text = Path(path).read_text()
     except OSError:
         return 0.0
-    kb = {k: v.split() for k, _, v in (line.partition(":") for line in status.splitlines())}
-    return sum(float(kb[k][0]) * 1024 for k in ("RssFile", "RssShmem") if kb.get(k))
+    kb = {k: v.split() for k, _, v in (line.partition(":") for line in text.splitlines())}
+    return sum(float(kb[k][0]) * 1024 for k in keys if kb.get(k))
+
+
+def file_rss() -> float:
+    """Bytes of this process's RSS that are pages of mapped files (``RssFile`` + ``RssShmem``; 0 off Linux)."""
+    return _proc_kb_sum("/proc/self/status", ("RssFile", "RssShmem"))
 
 
 def _pss_file(pid: int) -> float:
-    try:
-        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return 0.0
-    kb = {k: v.split() for k, _, v in (line.partition(":") for line in rollup.splitlines())}
-    return sum(float(kb[k][0]) * 1024 for k in ("Pss_File", "Pss_Shmem") if kb.get(k))
+    return _proc_kb_sum(f"/proc/{pid}/smaps_rollup", ("Pss_File", "Pss_Shmem"))
 
 
 def children_memory(files: bool = False) -> float:
