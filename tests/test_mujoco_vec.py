@@ -1,4 +1,4 @@
-"""MujocoVecEnv (mission_gym/vec/mujoco_vec.py) steps Hopper, Walker2d and HalfCheetah to the bit as SB3's
+"""MujocoVecEnv (mission_gym/vec/mujoco_vec.py) steps Hopper, Walker2d, HalfCheetah and Ant to the bit as SB3's
 DummyVecEnv of gym.make envs does, and is the ``native`` kind of those ids."""
 
 from __future__ import annotations
@@ -18,18 +18,21 @@ from mission_gym.vec.mujoco_vec import MujocoVecEnv  # noqa: E402  (needs mujoco
 
 
 @pytest.mark.parametrize(
-    "env_id, env_kwargs, scale",
+    "env_id, env_kwargs, scale, threads",
     [
-        ("Hopper-v5", {}, 1.0),  # falls within tens of steps: terminations and resets
-        ("Hopper-v5", {"max_episode_steps": 40}, 0.1),  # truncations too
-        ("Walker2d-v5", {"ctrl_cost_weight": 0.01}, 1.0),  # a weight of the task read from the env
-        ("HalfCheetah-v5", {"max_episode_steps": 150}, 1.0),  # never terminates: truncations only
+        ("Hopper-v5", {}, 1.0, 1),  # falls within tens of steps: terminations and resets
+        ("Hopper-v5", {"max_episode_steps": 40}, 0.1, 2),  # truncations too; the physics on two threads
+        ("Walker2d-v5", {"ctrl_cost_weight": 0.01}, 1.0, 1),  # a weight of the task read from the env
+        ("HalfCheetah-v5", {"max_episode_steps": 150}, 1.0, 1),  # never terminates: truncations only
+        ("Ant-v5", {"max_episode_steps": 150}, 1.0, 2),  # contact forces in its cost and its observation
+        # flipped over within tens of steps: terminations; no contact forces in the observation
+        ("Ant-v5", {"healthy_z_range": (0.45, 1.0), "include_cfrc_ext_in_observation": False}, 1.0, 3),
     ],
 )
-def test_steps_to_the_bit_as_dummy_vec_env(env_id: str, env_kwargs: dict, scale: float) -> None:
+def test_steps_to_the_bit_as_dummy_vec_env(env_id: str, env_kwargs: dict, scale: float, threads: int) -> None:
     n = 3
     dummy = DummyVecEnv([lambda: gym.make(env_id, **env_kwargs)] * n)
-    native = MujocoVecEnv(env_id, n, env_kwargs)
+    native = MujocoVecEnv(env_id, n, env_kwargs, threads=threads)
     try:
         dummy.seed(7)
         native.seed(7)
@@ -60,9 +63,10 @@ def test_native_is_the_kind_of_the_mujoco_tasks_it_steps() -> None:
     assert resolve_kind("auto", "Hopper-v5", 8, 2) == "native"
     assert resolve_kind("auto", "HalfCheetah-v5", 1, 1) == "native"
     assert resolve_kind("auto", "Hopper-v5", 8, 2, {"render_mode": "rgb_array"}) == "subproc"  # it does not render
-    assert resolve_kind("auto", "Ant-v5", 8, 2) == "subproc"
+    assert resolve_kind("auto", "Ant-v5", 8, 2) == "native"
+    assert resolve_kind("auto", "Humanoid-v5", 8, 2) == "subproc"
     with pytest.raises(ConfigError, match="native"):
-        resolve_kind("native", "Ant-v5", 4, 2)
+        resolve_kind("native", "Humanoid-v5", 4, 2)
     with pytest.raises(ValueError, match="render_mode"):
         MujocoVecEnv("Hopper-v5", 1, {"render_mode": "rgb_array"})
 

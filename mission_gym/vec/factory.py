@@ -1,5 +1,5 @@
 """The vectorised training environment: ``native`` (an env's own batched VecEnv: Mission Gym's ``MissionVecEnv``,
-or :class:`~mission_gym.vec.mujoco_vec.MujocoVecEnv` for Hopper-v5, Walker2d-v5 and HalfCheetah-v5), ``subproc``
+or :class:`~mission_gym.vec.mujoco_vec.MujocoVecEnv` for Hopper-v5, Walker2d-v5, HalfCheetah-v5 and Ant-v5), ``subproc``
 or ``dummy``, always under a ``VecMonitor``, and under a ``VecNormalize`` when the configuration asks for one.
 
 This module imports no SB3 or torch at the top: env worker processes import it to build their env.
@@ -52,7 +52,7 @@ def check_env_id(env_id: str) -> None:
 
 
 #: the Gymnasium ids with a ``native`` VecEnv besides Mission Gym (:mod:`mission_gym.vec.mujoco_vec`)
-NATIVE_MUJOCO = ("Hopper-v5", "Walker2d-v5", "HalfCheetah-v5")
+NATIVE_MUJOCO = ("Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5")
 
 
 def has_native(env_id: str, env_kwargs: dict[str, Any] | None = None, env_wrapper: Sequence[Any] = ()) -> bool:
@@ -272,7 +272,7 @@ def _base_vec_env(
             raise ConfigError(f"--vec-env native steps {env_id} unwrapped; env_wrapper {list(wrappers)}: use subproc or dummy")
         probe_env(env_id, env_kwargs)
         try:
-            venv = MujocoVecEnv(env_id, n_envs, env_kwargs)
+            venv = MujocoVecEnv(env_id, n_envs, env_kwargs, threads)
         except ValueError as exc:
             raise ConfigError(f"--vec-env native: {exc}") from None
     elif kind == "subproc":

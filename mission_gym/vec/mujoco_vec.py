@@ -1,20 +1,21 @@
-"""``MujocoVecEnv``: Gymnasium's locomotion tasks (Hopper-v5, Walker2d-v5, HalfCheetah-v5) stepped together in this
-process, their rewards, ends and observations computed for all envs at once.
+"""``MujocoVecEnv``: Gymnasium's locomotion tasks (Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5) stepped together in
+this process, their physics on the process's cores, their rewards, ends and observations computed for all envs at once.
 
 Through ``DummyVecEnv``, much of a step of one of these envs is Python around its physics: ``gym.make``'s wrappers,
 the task's per-env code (the healthy check, the observation, the reward terms and their info dict) and a deep copy of
-every info dict (docs/experiments.md, "MuJoCo presets", has the figures). Here each env's physics is
-stepped exactly as Gymnasium steps it (the same ``mj_step`` and ``mj_rnePostConstraint`` calls on the env's own
-model and data), and the rest is a few array operations over all envs, with the same formulas in the same float
-types: env ``i`` gives to the bit the observations, rewards, ends and terminal observations of
-``DummyVecEnv([gym.make(env_id)] * n)`` seeded alike (``tests/test_mujoco_vec.py``). Resets are the env's own
-(``reset_model`` and its random stream). The infos carry only what SB3 reads (``TimeLimit.truncated``,
-``terminal_observation``), not the tasks' reward terms.
+every info dict (docs/experiments.md, "MuJoCo presets", has the figures). Here each env's physics is stepped exactly
+as Gymnasium steps it (the same ``mj_step`` and ``mj_rnePostConstraint`` calls on the env's own model and data, the
+envs split over threads: MuJoCo lets go of Python's lock while it steps), and the rest is a few array operations over
+all envs, with the same formulas in the same float types: env ``i`` gives to the bit the observations, rewards, ends
+and terminal observations of ``DummyVecEnv([gym.make(env_id)] * n)`` seeded alike (``tests/test_mujoco_vec.py``).
+Resets are the env's own (``reset_model`` and its random stream). The infos carry only what SB3 reads
+(``TimeLimit.truncated``, ``terminal_observation``), not the tasks' reward terms.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,11 +29,15 @@ _PLAIN_WRAPPERS = ("TimeLimit", "OrderEnforcing", "PassiveEnvChecker")
 
 @dataclass(frozen=True)
 class _Task:
-    """What differs between the tasks: whether it ends when unhealthy (and how healthy is judged), and whether the
-    velocities in its observation are clipped to ±10."""
+    """What differs between the tasks: whether it ends when unhealthy (and how healthy is judged), whether the
+    velocities in its observation are clipped to ±10, how many position entries its observation leaves out, and
+    whether it is Ant's: forward speed from the main body's position rather than the first joint's, and clipped
+    contact forces in its cost (and, as its argument says, in its observation)."""
 
     healthy: Callable[[Any, np.ndarray, np.ndarray], np.ndarray] | None
     clip_velocity: bool
+    skipped: int = 1
+    contact: bool = False
 
 
 def _hopper_healthy(env: Any, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
@@ -54,7 +59,15 @@ def _walker_healthy(env: Any, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
     return (min_z < z) & (z < max_z) & (min_angle < angle) & (angle < max_angle)
 
 
+def _ant_healthy(env: Any, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """AntEnv.is_healthy for every row: a finite state and the torso's height inside its range (ends included)."""
+    min_z, max_z = env._healthy_z_range
+    finite = np.isfinite(qpos).all(axis=1) & np.isfinite(qvel).all(axis=1)
+    return finite & (min_z <= qpos[:, 2]) & (qpos[:, 2] <= max_z)
+
+
 def _tasks() -> dict[type, _Task]:
+    from gymnasium.envs.mujoco.ant_v5 import AntEnv
     from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv
     from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
     from gymnasium.envs.mujoco.walker2d_v5 import Walker2dEnv
@@ -63,6 +76,7 @@ def _tasks() -> dict[type, _Task]:
         HopperEnv: _Task(_hopper_healthy, clip_velocity=True),
         Walker2dEnv: _Task(_walker_healthy, clip_velocity=True),
         HalfCheetahEnv: _Task(None, clip_velocity=False),
+        AntEnv: _Task(_ant_healthy, clip_velocity=False, skipped=2, contact=True),
     }
 
 
@@ -73,7 +87,7 @@ def unsupported_reason(env: gym.Env) -> str | None:
     except ImportError as exc:  # no mujoco
         return str(exc)
     if task is None:
-        return f"{type(env.unwrapped).__name__} is not Gymnasium's v5 Hopper, Walker2d or HalfCheetah"
+        return f"{type(env.unwrapped).__name__} is not Gymnasium's v5 Hopper, Walker2d, HalfCheetah or Ant"
     layer = env
     while isinstance(layer, gym.Wrapper):
         if type(layer).__name__ not in _PLAIN_WRAPPERS:
@@ -99,13 +113,15 @@ def supports(env_id: str, env_kwargs: dict[str, Any] | None = None) -> bool:
 class MujocoVecEnv(VecEnv):
     """``n_envs`` copies of a Gymnasium locomotion task, stepped in this process with SB3's auto-reset semantics.
 
-    :param env_id: ``Hopper-v5``, ``Walker2d-v5`` or ``HalfCheetah-v5``
+    :param env_id: ``Hopper-v5``, ``Walker2d-v5``, ``HalfCheetah-v5`` or ``Ant-v5``
     :param n_envs: number of envs
     :param env_kwargs: keyword arguments for ``gym.make`` (the tasks' weights and ranges are read from each env)
+    :param threads: CPU threads the physics runs on, each stepping its share of the envs (the same numbers whatever
+        the count)
     :raises ValueError: for an env this class does not step (see :func:`unsupported_reason`)
     """
 
-    def __init__(self, env_id: str, n_envs: int, env_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(self, env_id: str, n_envs: int, env_kwargs: dict[str, Any] | None = None, threads: int = 1) -> None:
         import mujoco
 
         self._mj_step, self._mj_rne = mujoco.mj_step, mujoco.mj_rnePostConstraint
@@ -120,7 +136,7 @@ class MujocoVecEnv(VecEnv):
         raw = self._raw[0]
         self._task = _tasks()[type(raw)]
         self._max_steps: int | None = first.spec.max_episode_steps if first.spec is not None else None
-        self._skip_x = bool(raw._exclude_current_positions_from_observation)
+        self._skip = self._task.skipped if raw._exclude_current_positions_from_observation else 0
         self._frame_skip = raw.frame_skip
         self._dt = raw.dt
         self._forward_weight = raw._forward_reward_weight
@@ -131,6 +147,16 @@ class MujocoVecEnv(VecEnv):
         self._qpos = np.zeros((n_envs, nq))
         self._qvel = np.zeros((n_envs, nv))
         self._x_before = np.zeros(n_envs)
+        self._x_after = np.zeros(n_envs)
+        if self._task.contact:
+            self._body = raw.data.body(raw._main_body).id
+            self._contact_weight = raw._contact_cost_weight
+            self._contact_range = raw._contact_force_range
+            self._contact_in_obs = bool(raw._include_cfrc_ext_in_observation)
+            self._cfrc = np.zeros((n_envs, *raw.data.cfrc_ext.shape))
+        groups = max(1, min(threads, n_envs))
+        self._groups = [range(i, n_envs, groups) for i in range(groups)]
+        self._pool = ThreadPoolExecutor(groups, thread_name_prefix="mujoco") if groups > 1 else None
         self._elapsed = np.zeros(n_envs, dtype=np.int64)
         self._obs = np.zeros((n_envs, raw.observation_space.shape[0]), dtype=raw.observation_space.dtype)
         self._actions = np.zeros((n_envs, raw.model.nu), dtype=np.float32)
@@ -150,18 +176,32 @@ class MujocoVecEnv(VecEnv):
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = actions
 
-    def step_wait(self) -> VecEnvStepReturn:
-        actions = self._actions
-        qpos, qvel, step, rne, skip = self._qpos, self._qvel, self._mj_step, self._mj_rne, self._frame_skip
-        for i, env in enumerate(self._raw):
+    def _step_physics(self, envs: range) -> None:
+        """Step these envs' physics as Gymnasium does and read back what the step's numbers are made of."""
+        actions, qpos, qvel, skip = self._actions, self._qpos, self._qvel, self._frame_skip
+        contact = self._task.contact
+        for i in envs:
+            env = self._raw[i]
             data = env.data
-            self._x_before[i] = data.qpos[0]
+            # the forward speed of Ant is its main body's (xpos lags qpos by one substep, as Gymnasium reads it)
+            self._x_before[i] = data.xpos[self._body, 0] if contact else data.qpos[0]
             data.ctrl[:] = actions[i]
-            step(env.model, data, nstep=skip)
-            rne(env.model, data)
+            self._mj_step(env.model, data, nstep=skip)
+            self._mj_rne(env.model, data)
             qpos[i] = data.qpos
             qvel[i] = data.qvel
-        x_velocity = (qpos[:, 0] - self._x_before) / self._dt
+            if contact:
+                self._x_after[i] = data.xpos[self._body, 0]
+                self._cfrc[i] = data.cfrc_ext
+
+    def step_wait(self) -> VecEnvStepReturn:
+        actions, qpos, qvel = self._actions, self._qpos, self._qvel
+        if self._pool is None:
+            self._step_physics(self._groups[0])
+        else:
+            list(self._pool.map(self._step_physics, self._groups))  # list(): a thread's error is raised here
+        x_after = self._x_after if self._task.contact else qpos[:, 0]
+        x_velocity = (x_after - self._x_before) / self._dt
         # the reward in Gymnasium's float types: float64 terms, the control cost in the action's float32
         reward = self._forward_weight * x_velocity
         terminated = np.zeros(self.num_envs, dtype=bool)
@@ -171,9 +211,17 @@ class MujocoVecEnv(VecEnv):
             if self._terminate:
                 terminated = ~healthy
         ctrl_cost = self._ctrl_weight * np.sum(np.square(actions), axis=1)
-        rewards = (reward - ctrl_cost).astype(np.float32)
         velocity = np.clip(qvel, -10, 10) if self._task.clip_velocity else qvel
-        obs = np.concatenate((qpos[:, 1:] if self._skip_x else qpos, velocity), axis=1)
+        parts = [qpos[:, self._skip :], velocity]
+        if self._task.contact:
+            forces = np.clip(self._cfrc, *self._contact_range)
+            contact_cost = self._contact_weight * np.sum(np.square(forces).reshape(self.num_envs, -1), axis=1)
+            rewards = (reward - (ctrl_cost + contact_cost)).astype(np.float32)
+            if self._contact_in_obs:
+                parts.append(forces[:, 1:].reshape(self.num_envs, -1))  # the world body's row is left out
+        else:
+            rewards = (reward - ctrl_cost).astype(np.float32)
+        obs = np.concatenate(parts, axis=1)
         self._elapsed += 1
         truncated = self._elapsed >= self._max_steps if self._max_steps is not None else np.zeros_like(terminated)
         dones = terminated | truncated
@@ -185,6 +233,9 @@ class MujocoVecEnv(VecEnv):
         return obs, rewards, dones, infos
 
     def close(self) -> None:
+        pool = getattr(self, "_pool", None)  # None too where __init__ refused the env
+        if pool is not None:
+            pool.shutdown()
         for env in self.envs:
             env.close()
 
