@@ -55,7 +55,7 @@ def test_each_task_gets_its_recipe_or_its_kinds(env: str, recipe: str) -> None:
 @pytest.mark.skipif(not HAS_MUJOCO, reason="needs mujoco")
 def test_a_shipped_task_recipe_wins_over_its_kinds() -> None:
     assert recipe_for("Hopper-v5").name == "hopper"
-    assert recipe_for("Ant-v5").name == "mujoco"
+    assert recipe_for("Ant-v5").name == "ant"
 
 
 def test_the_game_at_each_tier_keeps_its_recipe() -> None:

@@ -23,8 +23,8 @@ from mission_gym.training.trainer import Trainer
 from mission_gym.vec.factory import ENV_ID as MISSION_ENV_ID
 from mission_gym.vec.factory import make_vec_env
 
-SHIPPED = ["acrobot", "atari", "auto", "beast", "cartpole", "cpu", "discrete", "fast", "halfcheetah", "heavy", "hopper",
-           "humanoid", "mission", "mujoco", "pendulum", "pixels", "quick", "walker2d"]  # fmt: skip
+SHIPPED = ["acrobot", "ant", "atari", "auto", "beast", "cartpole", "cpu", "discrete", "fast", "halfcheetah", "heavy",
+           "hopper", "humanoid", "mission", "mujoco", "pendulum", "pixels", "quick", "walker2d"]  # fmt: skip
 GPU_MEMBERS = {"fast": 8, "heavy": 16, "beast": 32}  # the cpu recipe scaled: two members per core of the tier
 SHORT_MISSION = {"world": {"physics": {"episode_seconds": 2.5}}}  # 10-step episodes
 
@@ -64,11 +64,12 @@ def test_gpu_presets_are_the_cpu_recipe_with_their_members(name):
     [
         ("hopper", "Hopper-v5", None),  # the mujoco recipe, batched
         ("walker2d", "Walker2d-v5", None),  # hopper's form
+        ("ant", "Ant-v5", None),  # hopper's form
         ("halfcheetah", "HalfCheetah-v5", (0.98, 0.92, 0.1, 0.000401762, 0.58096, 0.8)),
     ],
 )
 def test_mujoco_presets_batch_their_task_on_the_native_env(name, env, zoo):
-    """hopper, walker2d, halfcheetah: 1M steps of their task (halfcheetah 2M), 8 envs on the native MuJoCo env;
+    """hopper, walker2d, ant, halfcheetah: 1M steps of their task (halfcheetah 2M), 8 envs on the native MuJoCo env;
     halfcheetah carries rl-baselines3-zoo's values for its task (gamma, lambda, clip, entropy, value, gradient norm)."""
     config = load_preset(name)
     steps = 2_000_000 if name == "halfcheetah" else 1_000_000

@@ -64,8 +64,8 @@ def add_settings_arguments(p: argparse.ArgumentParser, groups: Mapping[str, Any]
         "--preset",
         metavar="NAME|PATH",
         help="a tier that sizes the task's recipe to the machine: auto (by the hardware), cpu, fast, heavy, beast; or a "
-        "recipe at its own size: mission, hopper, walker2d, halfcheetah, mujoco, discrete, pixels, atari, quick, a YAML "
-        "file [auto]",
+        "recipe at its own size: mission, a task's own (hopper, walker2d, halfcheetah, ant, humanoid, cartpole, acrobot, "
+        "pendulum), mujoco, discrete, pixels, atari, quick, a YAML file [auto]",
     )
     what.add_argument(
         "--env", metavar="ID", help="Gymnasium id, e.g. MissionGym-v0, Hopper-v5, my_pkg:MyTask-v0 [MissionGym-v0]"

@@ -3,8 +3,9 @@
 The shipped presets live in ``mission_gym/presets/``; a user file works the same way. There are three kinds:
 
 - a **recipe**: :class:`~mission_gym.settings.schema.TrainConfig` fields, with ``for:`` saying which tasks it is
-  the recipe of (:mod:`mission_gym.plan.recipes`): ``mission`` (the game's), ``hopper``, ``walker2d``,
-  ``halfcheetah``, and the defaults by kind ``discrete``, ``mujoco`` (continuous actions), ``pixels``, ``atari``.
+  the recipe of (:mod:`mission_gym.plan.recipes`): ``mission`` (the game's), a task's own (``hopper``, ``walker2d``,
+  ``halfcheetah``, ``ant``, ``humanoid``, ``cartpole``, ``acrobot``, ``pendulum``), and the defaults by kind
+  ``discrete``, ``mujoco`` (continuous actions), ``pixels``, ``atari``.
   Named as ``--preset``, a recipe (or any file of fields, such as ``quick``) trains at the size it is written for;
 - a **tier** (``tier: true``: ``cpu``, ``fast``, ``heavy``, ``beast``): how big a recipe runs
   (:mod:`mission_gym.plan.tiers`); named as ``--preset``, it sizes the task's recipe (or ``--recipe``'s);
@@ -331,8 +332,8 @@ def load_preset(
     recipe; a recipe or another file of settings is as written).
 
     :param name_or_path: a shipped preset name (``auto``, ``cpu``, ``fast``, ``heavy``, ``beast``, ``quick``,
-        ``mission``, ``mujoco``, ``hopper``, ``walker2d``, ``halfcheetah``, ``discrete``, ``pixels``, ``atari``) or a
-        YAML file path
+        ``mission``, a task's recipe such as ``hopper`` or ``ant``, ``mujoco``, ``discrete``, ``pixels``, ``atari``) or
+        a YAML file path
     :param directory: where named presets live; None for the shipped ones
     :param env: the task a tier sizes (default Mission Gym)
     :param recipe: the recipe a tier sizes instead of the task's own
