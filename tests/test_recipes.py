@@ -21,6 +21,7 @@ from mission_gym.scripts.train_ppo import main
 from mission_gym.settings.memory import estimate_memory
 from mission_gym.settings.sizing import shape_from_config
 from mission_gym.vec import probe
+from mission_gym.vec.wrappers import make_kwargs
 
 CLI = [sys.executable, "-m", "mission_gym.scripts.train_ppo"]
 TWO_CORES = Hardware(None, None, 2, 24.0)
@@ -250,3 +251,21 @@ def test_a_probe_is_kept_for_the_next_run_unless_the_machine_was_busy(monkeypatc
     busy = probe.task_profile("Acrobot-v1", cores=1)
     assert busy.error == "other work kept 1.5 of 2 cores busy" and busy.step_us is not None
     assert probe.profile_key("Acrobot-v1", {}, (), 1) not in probe._read_cache()
+
+
+def test_an_ale_game_that_skips_frames_itself_is_made_without_under_the_atari_wrapper() -> None:
+    """SB3's AtariWrapper skips 4 frames itself: ALE's v5 ids (4 frames of their own) would act every 16."""
+    pytest.importorskip("ale_py")
+    from mission_gym.vec.factory import EnvFactory
+
+    env = EnvFactory("ALE/Breakout-v5", {}, env_wrapper=("atari",))()
+    try:
+        assert env.unwrapped._frameskip == 1 and env.observation_space.shape == (84, 84, 1)
+    finally:
+        env.close()
+    for env_id, kwargs, wrappers, skip in (
+        ("ALE/Breakout-v5", {}, (), None),  # no atari wrapper: the id's own
+        ("ALE/Breakout-v5", {"frameskip": 2}, ("atari",), 2),  # the user's
+        ("BreakoutNoFrameskip-v4", {}, ("atari",), None),  # skips none: nothing to change
+    ):
+        assert make_kwargs(env_id, kwargs, wrappers).get("frameskip") == skip

@@ -42,10 +42,11 @@ class PolicySource:
         import gymnasium as gym
 
         import mission_gym.envs  # noqa: F401  (registers MissionGym-v0)
-        from mission_gym.vec.wrappers import FrameStack, ensure_registered, wrap
+        from mission_gym.vec.wrappers import FrameStack, ensure_registered, make_kwargs, wrap
 
         ensure_registered(self.env_id.partition(":")[2] if ":" in self.env_id else self.env_id)
-        env = wrap(gym.make(self.env_id, render_mode=render_mode, **self.env_kwargs), self.env_wrapper)
+        kwargs = make_kwargs(self.env_id, self.env_kwargs, self.env_wrapper)
+        env = wrap(gym.make(self.env_id, render_mode=render_mode, **kwargs), self.env_wrapper)
         return FrameStack(env, self.frame_stack) if self.frame_stack and self.frame_stack > 1 else env
 
 

@@ -23,7 +23,7 @@ from mission_gym.config.yaml_io import ConfigError
 from mission_gym.hardware import cap_worker_threads, parent_death_signal
 from mission_gym.optional import missing
 from mission_gym.vec import VEC_ENV_KINDS
-from mission_gym.vec.wrappers import ensure_registered, quiet_mujoco, wrap
+from mission_gym.vec.wrappers import ensure_registered, make_kwargs, quiet_mujoco, wrap
 
 if TYPE_CHECKING:
     from stable_baselines3.common.vec_env import VecEnv, VecNormalize
@@ -129,7 +129,7 @@ class EnvFactory:
         bare = self.env_id.partition(":")[2] if ":" in self.env_id else self.env_id
         ensure_registered(bare)
         quiet_mujoco(bare)
-        env = gym.make(self.env_id, **self.env_kwargs)
+        env = gym.make(self.env_id, **make_kwargs(self.env_id, self.env_kwargs, self.env_wrapper))
         if not self.env_wrapper:
             return env
         from stable_baselines3.common.monitor import Monitor

@@ -89,6 +89,23 @@ def quiet_mujoco(env_id: str) -> None:
         mujoco.set_mju_user_warning(_mujoco_warning)
 
 
+def make_kwargs(env_id: str, env_kwargs: Mapping[str, Any], env_wrapper: Sequence[Any] = ()) -> dict[str, Any]:
+    """``gym.make``'s keyword arguments for ``env_id`` inside these wrappers: an ALE game that skips frames itself
+    (ALE's v5 ids skip 4) is made with ``frameskip=1`` under the ``atari`` wrapper, which skips 4 frames and max-pools
+    the last two itself (SB3's AtariWrapper is for envs that do not skip: 16 frames an action otherwise), unless the
+    arguments set a frame skip."""
+    kwargs = dict(env_kwargs)
+    if "frameskip" in kwargs or "atari" not in [name for name, _ in wrapper_entries(env_wrapper)]:
+        return kwargs
+    try:
+        spec = gym.spec(env_id.partition(":")[2] if ":" in env_id else env_id)
+    except gym.error.Error:
+        return kwargs
+    if "ale_py" in str(spec.entry_point) and spec.kwargs.get("frameskip", 1) != 1:
+        kwargs["frameskip"] = 1
+    return kwargs
+
+
 def wrapper_entries(spec: Sequence[Any] | None) -> list[tuple[str, dict[str, Any]]]:
     """``env_wrapper`` entries as ``(name, keyword arguments)``: a name, or a mapping of one name to its arguments.
 
