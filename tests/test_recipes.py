@@ -269,3 +269,15 @@ def test_an_ale_game_that_skips_frames_itself_is_made_without_under_the_atari_wr
         ("BreakoutNoFrameskip-v4", {}, ("atari",), None),  # skips none: nothing to change
     ):
         assert make_kwargs(env_id, kwargs, wrappers).get("frameskip") == skip
+
+
+def test_a_size_given_on_the_command_line_is_said_beside_the_tiers() -> None:
+    from mission_gym.plan.notes import size_changes
+    from mission_gym.settings.overrides import apply_overrides
+
+    tier = compose_preset("cpu", env="CartPole-v1", hardware=TWO_CORES).config
+    assert size_changes(tier, tier) == []
+    given = apply_overrides(tier, {"n_envs": 4, "n_steps": 64})
+    (line,) = size_changes(tier, given)
+    assert line == (f"size as given: n_envs 4 (the tier's {tier.n_envs}), n_steps 64 (the tier's {tier.n_steps}); "
+                    "rollout 4 x 64 = 256 steps")  # fmt: skip

@@ -23,7 +23,22 @@ def config_notes(before: TrainConfig, after: TrainConfig, given: Mapping[str, An
     """Every note about a configuration a command line made of a preset: what a new ``timesteps`` did to its
     schedule (:func:`schedule_changes`), each given setting that a later phase or a variant replaces
     (:func:`shadowed_overrides`), a GPU preset without a CUDA device here (:func:`device_notes`)."""
-    return schedule_changes(before, after) + shadowed_overrides(after, given) + device_notes(after)
+    notes = size_changes(before, after) + schedule_changes(before, after)
+    return notes + shadowed_overrides(after, given) + device_notes(after)
+
+
+#: the fields of a run's size that the ``size:`` note of a tier describes
+_SIZE_FIELDS = ("n_envs", "n_steps", "batch_size", "vec_env", "device")
+
+
+def size_changes(before: TrainConfig, after: TrainConfig) -> list[str]:
+    """The size a command line gave in place of the tier's (the ``size:`` note says what the tier chose), as one
+    line (none when unchanged)."""
+    changed = [f"{f} {getattr(after, f)} (the tier's {getattr(before, f)})" for f in _SIZE_FIELDS
+               if getattr(after, f) != getattr(before, f)]  # fmt: skip
+    if not changed:
+        return []
+    return [f"size as given: {', '.join(changed)}; rollout {after.n_envs} x {after.n_steps} = {after.rollout:,} steps"]
 
 
 def schedule_changes(before: TrainConfig, after: TrainConfig) -> list[str]:
