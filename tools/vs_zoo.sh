@@ -6,8 +6,8 @@
 #   tools/vs_zoo.sh /tmp/zoo/bin/python /tmp/vs Hopper-v5 0 1          # TASK SEED...
 #
 # Environment: ZOO_CPUS / OURS_CPUS pin each trainer (taskset -c; default: not pinned); ZOO_ARGS adds rl_zoo3.train
-# flags (e.g. "-n 1000000" for a budget other than its own; "--hyperparams policy:'MultiInputPolicy'" for a Dict task,
-# whose default entry names an MLP); OURS_ARGS adds train_ppo flags; PYTHON is Mission Gym's interpreter
+# flags (e.g. "-n 1000000" for a budget other than its own); ZOO_PACKAGES names modules that register the task for the
+# zoo, in training and evaluation (gymnasium_robotics for the Dict task, PointMaze_UMazeDense-v3); OURS_ARGS adds train_ppo flags; PYTHON is Mission Gym's interpreter
 # (default .venv/bin/python). Rows are appended to OUT/results.csv: task, seed, trainer, wall seconds, peak RSS (MB),
 # held-out mean return and its standard deviation. The zoo's v5 MuJoCo entries are its v4 ones (tools/zoo_peer.py).
 set -u
@@ -40,9 +40,11 @@ for seed in "$@"; do
   zoo_dir="$OUT/zoo_${tag}_s$seed"
   # shellcheck disable=SC2086  # ZOO_ARGS holds several flags
   pinned "${ZOO_CPUS:-}" /usr/bin/time -v -o "$zoo_dir.time" "$ZOO" -m rl_zoo3.train --algo ppo --env "$TASK" \
-    -conf "$OUT/ppo_v5.yml" --seed "$seed" -f "$zoo_dir" ${ZOO_ARGS:-} > "$zoo_dir.log" 2>&1
+    -conf "$OUT/ppo_v5.yml" --seed "$seed" -f "$zoo_dir" ${ZOO_PACKAGES:+--gym-packages $ZOO_PACKAGES} ${ZOO_ARGS:-} \
+    > "$zoo_dir.log" 2>&1
+  # shellcheck disable=SC2086
   pinned "${ZOO_CPUS:-}" "$ZOO" "$HERE/zoo_peer.py" eval "$zoo_dir/ppo/${tag}_1" "$TASK" --episodes 20 \
-    2>/dev/null | tail -1 > "$zoo_dir.eval.json"
+    ${ZOO_PACKAGES:+--gym-packages $ZOO_PACKAGES} 2>/dev/null | tail -1 > "$zoo_dir.eval.json"
   row "$seed" rl-zoo3 "$zoo_dir.time" "$zoo_dir.eval.json"
 
   ours="ours_${tag}_s$seed"

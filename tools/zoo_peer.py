@@ -3,6 +3,7 @@ Gym's): its hyperparameter file for Gymnasium's v5 MuJoCo ids, and the held-out 
 
     ZOO=/path/to/zoo-venv/bin/python
     $ZOO tools/zoo_peer.py conf ppo_v5.yml            # the zoo's ppo.yml, each v4 MuJoCo entry also under its v5 id
+                                                      # (and an entry for the Dict task of docs/results.md)
     $ZOO -m rl_zoo3.train --algo ppo --env Hopper-v5 -conf ppo_v5.yml --seed 0 -f logs   # its own command
     $ZOO tools/zoo_peer.py eval logs/ppo/Hopper-v5_1 Hopper-v5 --episodes 20             # held out, as ours is
 
@@ -24,10 +25,14 @@ from pathlib import Path
 
 HELD_OUT_SEED_BASE = 900_000_000  # mission_gym.evaluation.HELD_OUT_SEED_BASE (this script runs without the package)
 V5 = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid")
+#: the Dict task of docs/results.md, which the zoo lists no entry for: its Ant entry's form (SB3's defaults, 1M steps,
+#: normalisation) with the policy a Dict observation needs
+EXTRA = {"PointMaze_UMazeDense-v3": {"n_timesteps": 1e6, "normalize": True, "policy": "MultiInputPolicy"}}
 
 
 def write_conf(path: Path) -> None:
-    """The zoo's own ppo.yml with each of its v4 MuJoCo entries also under the v5 id (it has none for v5)."""
+    """The zoo's own ppo.yml with each of its v4 MuJoCo entries also under the v5 id (it has none for v5), and
+    :data:`EXTRA`'s entries."""
     import rl_zoo3
     import yaml
 
@@ -35,6 +40,7 @@ def write_conf(path: Path) -> None:
         entries = yaml.safe_load(f)
     for name in V5:
         entries[f"{name}-v5"] = entries[f"{name}-v4"]
+    entries.update(EXTRA)
     with open(path, "w") as f:
         yaml.safe_dump(entries, f)
 
