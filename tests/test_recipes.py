@@ -281,3 +281,13 @@ def test_a_size_given_on_the_command_line_is_said_beside_the_tiers() -> None:
     (line,) = size_changes(tier, given)
     assert line == (f"size as given: n_envs 4 (the tier's {tier.n_envs}), n_steps 64 (the tier's {tier.n_steps}); "
                     "rollout 4 x 64 = 256 steps")  # fmt: skip
+
+
+def test_an_unknown_id_names_the_extras_that_register_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mission_gym.vec import factory
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ale_py" else real(name, *a))
+    monkeypatch.setattr(factory, "ensure_registered", lambda env_id: False)
+    with pytest.raises(ConfigError, match=r"'ALE/Pong-v5' is not a registered.*pip install 'mission_gym\[atari\]'"):
+        factory.check_env_id("ALE/Pong-v5")

@@ -8,6 +8,7 @@ This module imports no SB3 or torch at the top: env worker processes import it t
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import signal
 from collections.abc import Callable, Sequence
@@ -48,7 +49,14 @@ def check_env_id(env_id: str) -> None:
     if not ensure_registered(env_id):
         valid = [*gym.registry, ENV_ID]
         hint = suggest(env_id, valid)
-        raise ConfigError(f"--env {env_id!r} is not a registered Gymnasium id{hint}; e.g. {ENV_ID}, Hopper-v5")
+        extras = [f"'mission_gym[{extra}]' ({what})" for module, extra, what in _PROVIDER_EXTRAS
+                  if importlib.util.find_spec(module) is None]  # fmt: skip
+        more = f"; pip install {' or '.join(extras)} registers more" if extras else ""
+        raise ConfigError(f"--env {env_id!r} is not a registered Gymnasium id{hint}; e.g. {ENV_ID}, Hopper-v5{more}")
+
+
+#: the packages of :data:`~mission_gym.vec.wrappers.PROVIDERS` with the extra that installs each
+_PROVIDER_EXTRAS = (("ale_py", "atari", "ALE's games"), ("gymnasium_robotics", "robotics", "Gymnasium Robotics' tasks"))
 
 
 #: the Gymnasium ids with a ``native`` VecEnv besides Mission Gym (:mod:`mission_gym.vec.mujoco_vec`)
