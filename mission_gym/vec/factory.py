@@ -1,5 +1,6 @@
 """The vectorised training environment: ``native`` (an env's own batched VecEnv: Mission Gym's ``MissionVecEnv``,
-or :class:`~mission_gym.vec.mujoco_vec.MujocoVecEnv` for Hopper-v5, Walker2d-v5, HalfCheetah-v5 and Ant-v5), ``subproc``
+:class:`~mission_gym.vec.mujoco_vec.MujocoVecEnv` for Hopper-v5, Walker2d-v5, HalfCheetah-v5 and Ant-v5, or
+:class:`~mission_gym.vec.classic_vec.ClassicVecEnv` for CartPole-v1 and Acrobot-v1), ``subproc``
 or ``dummy``, always under a ``VecMonitor``, and under a ``VecNormalize`` when the configuration asks for one.
 
 This module imports no SB3 or torch at the top: env worker processes import it to build their env.
@@ -61,15 +62,23 @@ _PROVIDER_EXTRAS = (("ale_py", "atari", "ALE's games"), ("gymnasium_robotics", "
 
 #: the Gymnasium ids with a ``native`` VecEnv besides Mission Gym (:mod:`mission_gym.vec.mujoco_vec`)
 NATIVE_MUJOCO = ("Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5")
+#: ... and those of :mod:`mission_gym.vec.classic_vec`
+NATIVE_CLASSIC = ("CartPole-v1", "Acrobot-v1")
 
 
 def has_native(env_id: str, env_kwargs: dict[str, Any] | None = None, env_wrapper: Sequence[Any] = ()) -> bool:
-    """Whether ``env_id`` has a batched VecEnv of its own: Mission Gym, and the MuJoCo tasks
-    :class:`~mission_gym.vec.mujoco_vec.MujocoVecEnv` steps (unless their arguments ask for something it does not do,
-    such as rendering, or a recipe wraps them)."""
+    """Whether ``env_id`` has a batched VecEnv of its own: Mission Gym, and the MuJoCo and classic-control tasks
+    :class:`~mission_gym.vec.mujoco_vec.MujocoVecEnv` and :class:`~mission_gym.vec.classic_vec.ClassicVecEnv` step
+    (unless their arguments ask for something they do not do, such as rendering, or a recipe wraps them)."""
     if env_id == ENV_ID:
         return True
-    if env_id not in NATIVE_MUJOCO or env_wrapper:
+    if env_wrapper:
+        return False
+    if env_id in NATIVE_CLASSIC:
+        from mission_gym.vec.classic_vec import supports as classic_supports
+
+        return classic_supports(env_id, env_kwargs)
+    if env_id not in NATIVE_MUJOCO:
         return False
     quiet_mujoco(env_id)
     from mission_gym.vec.mujoco_vec import supports
@@ -97,8 +106,8 @@ def resolve_kind(
         return "subproc" if n_envs > 1 and cores > 1 and step_worth_a_process else "dummy"
     if kind == "native" and not has_native(env_id, env_kwargs, env_wrapper):
         raise ConfigError(
-            f"--vec-env native is the batched env of {ENV_ID} and of {', '.join(NATIVE_MUJOCO)} (with arguments it "
-            f"supports, unwrapped), not of {env_id}; use subproc or dummy"
+            f"--vec-env native is the batched env of {ENV_ID} and of {', '.join(NATIVE_MUJOCO + NATIVE_CLASSIC)} (with "
+            f"arguments it supports, unwrapped), not of {env_id}; use subproc or dummy"
         )
     if kind not in VEC_ENV_KINDS:
         raise ConfigError(
@@ -274,13 +283,17 @@ def _base_vec_env(
             raise ConfigError(f"--env-kwargs for {env_id}: {exc}") from None
     venv: VecEnv
     if kind == "native":
+        from mission_gym.vec.classic_vec import ClassicVecEnv
         from mission_gym.vec.mujoco_vec import MujocoVecEnv
 
         if wrappers:
             raise ConfigError(f"--vec-env native steps {env_id} unwrapped; env_wrapper {list(wrappers)}: use subproc or dummy")
         probe_env(env_id, env_kwargs)
         try:
-            venv = MujocoVecEnv(env_id, n_envs, env_kwargs, threads)
+            if env_id in NATIVE_CLASSIC:  # its kernel steps 16 envs in microseconds: no threads to spread it over
+                venv = ClassicVecEnv(env_id, n_envs, env_kwargs)
+            else:
+                venv = MujocoVecEnv(env_id, n_envs, env_kwargs, threads)
         except ValueError as exc:
             raise ConfigError(f"--vec-env native: {exc}") from None
     elif kind == "subproc":

@@ -14,17 +14,16 @@ Resets are the env's own (``reset_model`` and its random stream). The infos carr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
-# the wrappers gym.make puts around a registered env, which add nothing this class does not do itself
-_PLAIN_WRAPPERS = ("TimeLimit", "OrderEnforcing", "PassiveEnvChecker")
+from mission_gym.vec.gym_batch import GymBatchVecEnv, plain_reason
 
 
 @dataclass(frozen=True)
@@ -88,14 +87,7 @@ def unsupported_reason(env: gym.Env) -> str | None:
         return str(exc)
     if task is None:
         return f"{type(env.unwrapped).__name__} is not Gymnasium's v5 Hopper, Walker2d, HalfCheetah or Ant"
-    layer = env
-    while isinstance(layer, gym.Wrapper):
-        if type(layer).__name__ not in _PLAIN_WRAPPERS:
-            return f"gym.make wrapped it in {type(layer).__name__}"
-        layer = layer.env
-    if env.unwrapped.render_mode is not None:
-        return "it renders (render_mode is set)"
-    return None
+    return plain_reason(env)
 
 
 def supports(env_id: str, env_kwargs: dict[str, Any] | None = None) -> bool:
@@ -110,7 +102,7 @@ def supports(env_id: str, env_kwargs: dict[str, Any] | None = None) -> bool:
         env.close()
 
 
-class MujocoVecEnv(VecEnv):
+class MujocoVecEnv(GymBatchVecEnv):
     """``n_envs`` copies of a Gymnasium locomotion task, stepped in this process with SB3's auto-reset semantics.
 
     :param env_id: ``Hopper-v5``, ``Walker2d-v5``, ``HalfCheetah-v5`` or ``Ant-v5``
@@ -125,17 +117,10 @@ class MujocoVecEnv(VecEnv):
         import mujoco
 
         self._mj_step, self._mj_rne = mujoco.mj_step, mujoco.mj_rnePostConstraint
-        self.envs = [gym.make(env_id, **(env_kwargs or {})) for _ in range(n_envs)]
-        reason = unsupported_reason(self.envs[0])
-        if reason is not None:
-            self.close()
-            raise ValueError(f"MujocoVecEnv cannot step {env_id}: {reason}")
-        first = self.envs[0]
-        super().__init__(n_envs, first.observation_space, first.action_space)
-        self._raw: list[Any] = [env.unwrapped for env in self.envs]  # the MujocoEnv under the wrappers
-        raw = self._raw[0]
+        self._pool: ThreadPoolExecutor | None = None
+        super().__init__(env_id, n_envs, env_kwargs, unsupported_reason)
+        raw = self._raw[0]  # the MujocoEnv under the wrappers
         self._task = _tasks()[type(raw)]
-        self._max_steps: int | None = first.spec.max_episode_steps if first.spec is not None else None
         self._skip = self._task.skipped if raw._exclude_current_positions_from_observation else 0
         self._frame_skip = raw.frame_skip
         self._dt = raw.dt
@@ -157,21 +142,7 @@ class MujocoVecEnv(VecEnv):
         groups = max(1, min(threads, n_envs))
         self._groups = [range(i, n_envs, groups) for i in range(groups)]
         self._pool = ThreadPoolExecutor(groups, thread_name_prefix="mujoco") if groups > 1 else None
-        self._elapsed = np.zeros(n_envs, dtype=np.int64)
-        self._obs = np.zeros((n_envs, raw.observation_space.shape[0]), dtype=raw.observation_space.dtype)
         self._actions = np.zeros((n_envs, raw.model.nu), dtype=np.float32)
-
-    # --- the VecEnv API -------------------------------------------------------------------------------------------
-    def reset(self) -> np.ndarray:
-        for i, env in enumerate(self._raw):
-            seed = self._seeds[i]
-            options = self._options[i] or None
-            obs, self.reset_infos[i] = env.reset(seed=seed, options=options)
-            self._obs[i] = obs
-            self._elapsed[i] = 0
-        self._reset_seeds()
-        self._reset_options()
-        return self._obs.copy()
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = actions
@@ -221,38 +192,9 @@ class MujocoVecEnv(VecEnv):
                 parts.append(forces[:, 1:].reshape(self.num_envs, -1))  # the world body's row is left out
         else:
             rewards = (reward - ctrl_cost).astype(np.float32)
-        obs = np.concatenate(parts, axis=1)
-        self._elapsed += 1
-        truncated = self._elapsed >= self._max_steps if self._max_steps is not None else np.zeros_like(terminated)
-        dones = terminated | truncated
-        infos: list[dict[str, Any]] = [{"TimeLimit.truncated": bool(t)} for t in truncated & ~terminated]
-        for i in np.flatnonzero(dones).tolist():
-            infos[i]["terminal_observation"] = obs[i].copy()
-            obs[i], self.reset_infos[i] = self._raw[i].reset()
-            self._elapsed[i] = 0
-        return obs, rewards, dones, infos
+        return self._finish(np.concatenate(parts, axis=1), rewards, terminated)
 
     def close(self) -> None:
-        pool = getattr(self, "_pool", None)  # None too where __init__ refused the env
-        if pool is not None:
-            pool.shutdown()
-        for env in self.envs:
-            env.close()
-
-    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        return [env.get_wrapper_attr(attr_name) for env in self._targets(indices)]
-
-    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        for env in self._targets(indices):
-            setattr(env, attr_name, value)
-
-    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **kwargs: Any) -> list[Any]:
-        return [env.get_wrapper_attr(method_name)(*method_args, **kwargs) for env in self._targets(indices)]
-
-    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None) -> list[bool]:
-        from stable_baselines3.common.env_util import is_wrapped
-
-        return [is_wrapped(env, wrapper_class) for env in self._targets(indices)]
-
-    def _targets(self, indices: VecEnvIndices) -> Sequence[gym.Env]:
-        return [self.envs[i] for i in self._get_indices(indices)]
+        if self._pool is not None:
+            self._pool.shutdown()
+        super().close()
