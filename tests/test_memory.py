@@ -166,10 +166,12 @@ def test_shape_from_config_resolves_what_the_trainer_resolves() -> None:
     shape = sizing.shape_from_config(auto_batch)
     assert shape.batch_size == 10  # the trainer's rule: largest divisor of the rollout (40) in [min_batch, target]
     assert shape.vec_env == "native" and shape.device == "cpu"  # vec_env auto on Mission Gym; quick trains on the CPU
-    cartpole = apply_overrides(auto_batch, {"env": "CartPole-v1"})
-    # a CartPole step is far too cheap for a worker process to pay for itself (the probe's rule: test_recipes.py)
-    assert sizing.shape_from_config(cartpole, cores=4).vec_env == "dummy"
-    assert sizing.shape_from_config(cartpole, cores=1).vec_env == "dummy"
+    pendulum = apply_overrides(auto_batch, {"env": "Pendulum-v1"})
+    # a Pendulum step is far too cheap for a worker process to pay for itself (the probe's rule: test_recipes.py)
+    assert sizing.shape_from_config(pendulum, cores=4).vec_env == "dummy"
+    assert sizing.shape_from_config(pendulum, cores=1).vec_env == "dummy"
+    cartpole = apply_overrides(auto_batch, {"env": "CartPole-v1"})  # it has a native env of its own (classic_vec)
+    assert sizing.shape_from_config(cartpole, cores=4).vec_env == "native"
     if importlib.util.find_spec("mujoco") is not None:  # Hopper has a native env of its own (mujoco_vec)
         hopper = apply_overrides(auto_batch, {"env": "Hopper-v5"})
         assert sizing.shape_from_config(hopper, cores=4).vec_env == "native"

@@ -140,7 +140,7 @@ def test_bench_trains_the_tasks_recipe(tmp_path: Path) -> None:
     "args,needle",
     [
         (["--env", "NoSuch-v0"], "--env 'NoSuch-v0' is not a registered Gymnasium id"),
-        (["--env", "CartPole-v1", "--vec-env", "native"], "CartPole-v1 has no batched env of its own"),
+        (["--env", "Pendulum-v1", "--vec-env", "native"], "Pendulum-v1 has no batched env of its own"),
         (["--env", "CartPole-v1", "--vec-env", "single"], "--vec-env 'single' is not valid with --env"),
         (["--env", "CartPole-v1", "--mode", "population"], "--env goes with --mode env or --mode train"),
         (["--mode", "train", "--env", "NoSuch-v0"], "'NoSuch-v0'"),

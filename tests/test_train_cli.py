@@ -105,6 +105,22 @@ def test_quick_preset_leaves_a_complete_run(tmp_path):
     assert "mission_gym.scripts.train_ppo --preset quick" in (run / "command.txt").read_text()
 
 
+def test_a_run_that_reaches_stop_return_finishes_there_with_its_evaluated_model(tmp_path):
+    # CartPole-v1 scores at least 5 an episode (its pole falls in no fewer steps): the first evaluation (at 256 steps)
+    # reaches 5 whatever the policy
+    args = ["--env", "CartPole-v1", "--timesteps", "100000", "--n-envs", "2", "--n-steps", "128", "--eval-freq", "256",
+            "--eval-episodes", "2", "--hyperparams", "stop_return=5", "--run-name", "s", "--no-progress"]  # fmt: skip
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run = tmp_path / "runs" / "s"
+    assert json.loads((run / "metadata.json").read_text())["status"] == "finished"
+    assert "finished: 258 / 100,000 steps" in proc.stdout  # the evaluated model and one step of the next rollout
+    assert "finished early: the evaluation at 256 steps scored" in proc.stdout and "stop_return 5" in proc.stdout
+    with open(run / "evaluations.csv") as f:
+        assert [int(r["timesteps"]) for r in csv.DictReader(f)] == [256]  # no other evaluation at the end
+    assert (run / "final_model.zip").is_file() and (run / "best_model.zip").is_file()
+
+
 @pytest.mark.parametrize(
     "args, expected",
     [

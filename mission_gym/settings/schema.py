@@ -208,6 +208,9 @@ class TrainConfig(_Strict):
     seed: int = Field(0, ge=0)
     eval_freq: int = Field(50_000, ge=0)
     eval_episodes: int = Field(20, ge=1)
+    stop_return: float | None = Field(
+        None, description="end the run at the first evaluation whose mean return reaches this (a task's ceiling)"
+    )
     save_freq: int = Field(100_000, ge=0)
     keep_checkpoints: int = Field(5, ge=1)
     tensorboard: bool = True

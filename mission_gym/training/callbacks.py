@@ -304,6 +304,7 @@ class StepEvalCallback(BaseCallback):
         callback: :attr:`last` and :meth:`predict` are there)
     :param evaluator: plays a due evaluation for this callback where it can (a batched learner plays its members'
         at once: :class:`~mission_gym.ppo.batched.learner.BatchEvaluator`); it returns None where it cannot
+    :param stop_return: end training at the first evaluation whose mean return reaches this (:attr:`reached`)
     """
 
     def __init__(
@@ -315,9 +316,13 @@ class StepEvalCallback(BaseCallback):
         timings: Timings,
         callback_after_eval: BaseCallback | None = None,
         evaluator: Any = None,
+        stop_return: float | None = None,
     ) -> None:
         super().__init__()
         self.evaluator = evaluator
+        self.stop_return = stop_return
+        #: an evaluation reached ``stop_return``: training ends at the next step, the evaluated model its last
+        self.reached: EvalRecord | None = None
         self.run, self.spec, self.n_episodes = run, spec, n_episodes
         self.env_id, self.env_kwargs = spec.env, spec.env_kwargs
         self.eval_freq, self.timings = eval_freq, timings
@@ -380,11 +385,14 @@ class StepEvalCallback(BaseCallback):
 
     def _on_rollout_start(self) -> None:
         if self.due:
-            self.evaluate_now(batched=True)
+            rec = self.evaluate_now(batched=True)
             self.next_eval = (self.model.num_timesteps // self.eval_freq + 1) * self.eval_freq
+            if self.stop_return is not None and rec.mean_return >= self.stop_return:
+                self.reached = rec
 
     def _on_step(self) -> bool:
-        return True
+        # SB3 ends learn() when a step's callback says so: the first step of this rollout, before any update
+        return self.reached is None
 
 
 class StopTraining(Exception):

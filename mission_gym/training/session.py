@@ -78,8 +78,9 @@ class Session:
         self.timings = Timings()
         self.spec = AgentSpec.of(config)  # what every saved model's agent file says of it
         self.evaluate = StepEvalCallback(
-            run, self.spec, config.eval_episodes, config.eval_freq, self.timings, callback_after_eval, evaluator=evaluator
-        )
+            run, self.spec, config.eval_episodes, config.eval_freq, self.timings, callback_after_eval, evaluator,
+            config.stop_return,
+        )  # fmt: skip
         self.monitor = ResourceMonitorCallback(device=trainer.device)
         self.pause = StopAtStepCallback(stop_at) if stop_at is not None else None
         self.start_steps = model.num_timesteps
@@ -151,6 +152,10 @@ class Session:
                 return "interrupted", EXIT_SIGNAL[signal.Signals(self.received[0])], ""
             if self.pause is not None and self.pause.reached:
                 return "paused", 0, ""
+            reached = self.evaluate.reached
+            if reached is not None:
+                score = f"the evaluation at {reached.timesteps:,} steps scored {reached.mean_return:g}"
+                return "finished", 0, f"finished early: {score}, stop_return {self.config.stop_return:g}"
             return "finished", 0, ""
         if isinstance(error, EOFError | BrokenPipeError | ConnectionResetError):
             return "crashed", 1, f"an env worker process died ({type(error).__name__}); its traceback is above"
@@ -213,7 +218,10 @@ class Session:
         if last_train_s:
             model.logger.record("time/train_s", last_train_s)
         checkpoint = None
-        final_eval = evaluate.last if evaluate.last is not None and evaluate.last.timesteps == model.num_timesteps else None
+        # a run that reached stop_return ended one env step into a rollout, its model the one last evaluated
+        final_eval = evaluate.reached
+        if evaluate.last is not None and evaluate.last.timesteps == model.num_timesteps:
+            final_eval = evaluate.last
         try:
             if model.num_timesteps > self.start_steps or trainer.resume_step is None:
                 t0 = time.perf_counter()
