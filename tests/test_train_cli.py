@@ -135,7 +135,7 @@ def test_a_run_that_reaches_stop_return_finishes_there_with_its_evaluated_model(
         (["--hyperparams", "gamma"], "expected key=value"),
         (["--env-kwargs", "rewrd.win_bonus=1"], "did you mean 'reward'?"),
         (["--env-kwargs", "reward.win_bonnus=1"], "win_bonnus"),
-        (["--env", "CartPole-v1", "--vec-env", "native"], "native"),
+        (["--env", "MountainCar-v0", "--vec-env", "native"], "native"),
         (["--device", "cuda:7"], "cuda:7"),
         (["--parent-checkpoint", "nowhere.zip", "--branch-name", "b"], "nowhere.zip"),
         (["--parent-checkpoint", "nowhere.zip"], "--branch-name"),

@@ -192,14 +192,14 @@ def test_vec_env_kinds(kind, env_id):
         venv.close()
 
 
-def test_native_is_mission_gym_and_the_mujoco_tasks_only():
+def test_native_is_mission_gym_and_the_tasks_with_a_batched_env_only():
     from mission_gym.vec.factory import resolve_kind
 
     assert resolve_kind("auto", "MissionGym-v0", 16, 2) == "native"
-    assert resolve_kind("auto", "CartPole-v1", 8, 2) == "subproc"
-    assert resolve_kind("auto", "CartPole-v1", 8, 1) == "dummy"
+    assert resolve_kind("auto", "MountainCar-v0", 8, 2) == "subproc"
+    assert resolve_kind("auto", "MountainCar-v0", 8, 1) == "dummy"
     with pytest.raises(ConfigError, match="native"):
-        resolve_kind("native", "CartPole-v1", 4, 2)
+        resolve_kind("native", "MountainCar-v0", 4, 2)
 
 
 # --- a run and its files ----------------------------------------------------------------------------------------
