@@ -3,15 +3,13 @@ gym.make envs does, and is the ``native`` kind of those ids."""
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
-import torch
-from stable_baselines3.common.vec_env import DummyVecEnv
+from native_vec import assert_trains_like_dummy, steps_like_dummy
 
 from mission_gym.config import ConfigError
 from mission_gym.vec.classic_vec import ClassicVecEnv
-from mission_gym.vec.factory import make_vec_env, resolve_kind
+from mission_gym.vec.factory import resolve_kind
 
 
 def _actions(env_id: str, obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -32,34 +30,12 @@ def _actions(env_id: str, obs: np.ndarray, rng: np.random.Generator) -> np.ndarr
     ],
 )
 def test_steps_to_the_bit_as_dummy_vec_env(env_id: str, env_kwargs: dict) -> None:
-    n = 4
-    dummy = DummyVecEnv([lambda: gym.make(env_id, **env_kwargs)] * n)
-    native = ClassicVecEnv(env_id, n, env_kwargs)
-    try:
-        dummy.seed(5)
-        native.seed(5)
-        obs = dummy.reset()
-        assert np.array_equal(obs, native.reset())
-        rng = np.random.default_rng(0)
-        ends = {"terminated": 0, "truncated": 0}
-        for _ in range(1500):
-            actions = _actions(env_id, obs, rng)
-            want, got = dummy.step(actions), native.step(actions)
-            for a, b in zip(want[:3], got[:3]):  # observations, rewards, dones
-                assert a.dtype == b.dtype and np.array_equal(a, b)
-            for a, b in zip(want[3], got[3]):
-                assert a["TimeLimit.truncated"] == b["TimeLimit.truncated"]
-                assert ("terminal_observation" in a) == ("terminal_observation" in b)
-                if "terminal_observation" in a:
-                    assert np.array_equal(a["terminal_observation"], b["terminal_observation"])
-                    ends["truncated" if a["TimeLimit.truncated"] else "terminated"] += 1
-            obs = want[0]
-        assert ends["terminated"] > 0
-        if env_kwargs.get("max_episode_steps"):
-            assert ends["truncated"] > 0
-    finally:
-        dummy.close()
-        native.close()
+    rng = np.random.default_rng(0)
+    ends = steps_like_dummy(ClassicVecEnv(env_id, 4, env_kwargs), env_id, env_kwargs, 5, 1500,
+                            lambda obs: _actions(env_id, obs, rng))  # fmt: skip
+    assert ends["terminated"] > 0
+    if env_kwargs.get("max_episode_steps"):
+        assert ends["truncated"] > 0
 
 
 def test_native_is_the_kind_of_the_classic_tasks_it_steps() -> None:
@@ -77,20 +53,4 @@ def test_native_is_the_kind_of_the_classic_tasks_it_steps() -> None:
 
 def test_ppo_trains_the_same_on_native_as_on_dummy() -> None:
     """The whole training loop (VecNormalize, truncation bootstrap, resets) sees the same numbers either way."""
-    from mission_gym.ppo.lean import LeanPPO
-
-    torch.set_num_threads(1)
-
-    def train(kind: str) -> dict[str, torch.Tensor]:
-        venv = make_vec_env("Acrobot-v1", 2, kind, seed=3, env_kwargs={"max_episode_steps": 40}, normalize=True,
-                            normalize_reward=True)  # fmt: skip
-        try:
-            model = LeanPPO("MlpPolicy", venv, n_steps=64, batch_size=64, n_epochs=2, seed=3, device="cpu",
-                            policy_kwargs={"net_arch": [16]})  # fmt: skip
-            model.learn(3 * 2 * 64)
-            return {k: v.clone() for k, v in model.policy.state_dict().items()}
-        finally:
-            venv.close()
-
-    dummy, native = train("dummy"), train("native")
-    assert [k for k in dummy if not torch.equal(dummy[k], native[k])] == []
+    assert_trains_like_dummy("Acrobot-v1", {"max_episode_steps": 40})

@@ -3,14 +3,12 @@ DummyVecEnv of gym.make envs does, and is the ``native`` kind of those ids."""
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import pytest
-import torch
-from stable_baselines3.common.vec_env import DummyVecEnv
+from native_vec import assert_trains_like_dummy, steps_like_dummy
 
 from mission_gym.config import ConfigError
-from mission_gym.vec.factory import make_vec_env, resolve_kind
+from mission_gym.vec.factory import resolve_kind
 
 pytest.importorskip("mujoco")
 
@@ -31,32 +29,17 @@ from mission_gym.vec.mujoco_vec import MujocoVecEnv  # noqa: E402  (needs mujoco
 )
 def test_steps_to_the_bit_as_dummy_vec_env(env_id: str, env_kwargs: dict, scale: float, threads: int) -> None:
     n = 3
-    dummy = DummyVecEnv([lambda: gym.make(env_id, **env_kwargs)] * n)
+    rng = np.random.default_rng(0)
+
+    def actions(obs: np.ndarray) -> np.ndarray:
+        return (scale * rng.uniform(-1, 1, (n, native.action_space.shape[0]))).astype(np.float32)
+
     native = MujocoVecEnv(env_id, n, env_kwargs, threads=threads)
-    try:
-        dummy.seed(7)
-        native.seed(7)
-        assert np.array_equal(dummy.reset(), native.reset())
-        rng = np.random.default_rng(0)
-        ends = {"terminated": 0, "truncated": 0}
-        for _ in range(400):
-            actions = (scale * rng.uniform(-1, 1, (n, native.action_space.shape[0]))).astype(np.float32)
-            want, got = dummy.step(actions), native.step(actions)
-            for a, b in zip(want[:3], got[:3]):  # observations, rewards, dones
-                assert a.dtype == b.dtype and np.array_equal(a, b)
-            for a, b in zip(want[3], got[3]):
-                assert a["TimeLimit.truncated"] == b["TimeLimit.truncated"]
-                assert ("terminal_observation" in a) == ("terminal_observation" in b)
-                if "terminal_observation" in a:
-                    assert np.array_equal(a["terminal_observation"], b["terminal_observation"])
-                    ends["truncated" if a["TimeLimit.truncated"] else "terminated"] += 1
-        if env_id == "HalfCheetah-v5" or env_kwargs.get("max_episode_steps"):
-            assert ends["truncated"] > 0
-        if env_id != "HalfCheetah-v5":
-            assert ends["terminated"] > 0
-    finally:
-        dummy.close()
-        native.close()
+    ends = steps_like_dummy(native, env_id, env_kwargs, 7, 400, actions)
+    if env_id == "HalfCheetah-v5" or env_kwargs.get("max_episode_steps"):
+        assert ends["truncated"] > 0
+    if env_id != "HalfCheetah-v5":
+        assert ends["terminated"] > 0
 
 
 def test_native_is_the_kind_of_the_mujoco_tasks_it_steps() -> None:
@@ -73,20 +56,4 @@ def test_native_is_the_kind_of_the_mujoco_tasks_it_steps() -> None:
 
 def test_ppo_trains_the_same_on_native_as_on_dummy() -> None:
     """The whole training loop (VecNormalize, truncation bootstrap, resets) sees the same numbers either way."""
-    from mission_gym.ppo.lean import LeanPPO
-
-    torch.set_num_threads(1)
-
-    def train(kind: str) -> dict[str, torch.Tensor]:
-        venv = make_vec_env("Hopper-v5", 2, kind, seed=3, env_kwargs={"max_episode_steps": 50}, normalize=True,
-                            normalize_reward=True)  # fmt: skip
-        try:
-            model = LeanPPO("MlpPolicy", venv, n_steps=64, batch_size=64, n_epochs=2, seed=3, device="cpu",
-                            policy_kwargs={"net_arch": [16]})  # fmt: skip
-            model.learn(3 * 2 * 64)
-            return {k: v.clone() for k, v in model.policy.state_dict().items()}
-        finally:
-            venv.close()
-
-    dummy, native = train("dummy"), train("native")
-    assert [k for k in dummy if not torch.equal(dummy[k], native[k])] == []
+    assert_trains_like_dummy("Hopper-v5", {"max_episode_steps": 50})

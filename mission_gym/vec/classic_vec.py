@@ -154,18 +154,6 @@ def unsupported_reason(env: gym.Env) -> str | None:
     return plain_reason(env) or task.reason(env.unwrapped)
 
 
-def supports(env_id: str, env_kwargs: dict[str, Any] | None = None) -> bool:
-    """Whether ``env_id`` with these arguments is a task :class:`ClassicVecEnv` steps."""
-    try:
-        env = gym.make(env_id, **(env_kwargs or {}))
-    except Exception:
-        return False
-    try:
-        return unsupported_reason(env) is None
-    finally:
-        env.close()
-
-
 class ClassicVecEnv(GymBatchVecEnv):
     """``n_envs`` copies of CartPole-v1 or Acrobot-v1, stepped in this process with SB3's auto-reset semantics.
 

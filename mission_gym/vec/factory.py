@@ -74,16 +74,18 @@ def has_native(env_id: str, env_kwargs: dict[str, Any] | None = None, env_wrappe
         return True
     if env_wrapper:
         return False
-    if env_id in NATIVE_CLASSIC:
-        from mission_gym.vec.classic_vec import supports as classic_supports
+    from mission_gym.vec.gym_batch import can_batch
 
-        return classic_supports(env_id, env_kwargs)
+    if env_id in NATIVE_CLASSIC:
+        from mission_gym.vec import classic_vec
+
+        return can_batch(env_id, env_kwargs, classic_vec.unsupported_reason)
     if env_id not in NATIVE_MUJOCO:
         return False
     quiet_mujoco(env_id)
-    from mission_gym.vec.mujoco_vec import supports
+    from mission_gym.vec import mujoco_vec
 
-    return supports(env_id, env_kwargs)
+    return can_batch(env_id, env_kwargs, mujoco_vec.unsupported_reason)
 
 
 def resolve_kind(

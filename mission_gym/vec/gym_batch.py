@@ -6,7 +6,7 @@ own, stepped by the subclass for all envs at once, with SB3's auto-reset semanti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -30,6 +30,19 @@ def plain_reason(env: gym.Env) -> str | None:
     return None
 
 
+def can_batch(env_id: str, env_kwargs: dict[str, Any] | None, reason: Callable[[gym.Env], str | None]) -> bool:
+    """Whether ``env_id`` with these arguments builds an env that ``reason`` (a batched env's
+    ``unsupported_reason``) finds nothing against."""
+    try:
+        env = gym.make(env_id, **(env_kwargs or {}))
+    except Exception:
+        return False
+    try:
+        return reason(env) is None
+    finally:
+        env.close()
+
+
 class GymBatchVecEnv(VecEnv):
     """The envs and the VecEnv API of a batched Gymnasium task; a subclass steps them (:meth:`step_wait`, ending
     with :meth:`_finish`) and may keep state of its own from each reset (:meth:`_after_reset`).
@@ -41,7 +54,9 @@ class GymBatchVecEnv(VecEnv):
     :raises ValueError: for an env the subclass does not step
     """
 
-    def __init__(self, env_id: str, n_envs: int, env_kwargs: dict[str, Any] | None, reason: Any) -> None:
+    def __init__(
+        self, env_id: str, n_envs: int, env_kwargs: dict[str, Any] | None, reason: Callable[[gym.Env], str | None]
+    ) -> None:
         self.envs = [gym.make(env_id, **(env_kwargs or {})) for _ in range(n_envs)]
         why = reason(self.envs[0])
         if why is not None:

@@ -90,18 +90,6 @@ def unsupported_reason(env: gym.Env) -> str | None:
     return plain_reason(env)
 
 
-def supports(env_id: str, env_kwargs: dict[str, Any] | None = None) -> bool:
-    """Whether ``env_id`` with these arguments is a task :class:`MujocoVecEnv` steps."""
-    try:
-        env = gym.make(env_id, **(env_kwargs or {}))
-    except Exception:
-        return False
-    try:
-        return unsupported_reason(env) is None
-    finally:
-        env.close()
-
-
 class MujocoVecEnv(GymBatchVecEnv):
     """``n_envs`` copies of a Gymnasium locomotion task, stepped in this process with SB3's auto-reset semantics.
 
