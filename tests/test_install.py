@@ -83,6 +83,17 @@ def test_a_reader_that_stops_reading_ends_a_command_quietly() -> None:
     assert other.returncode == 1 and "BrokenPipeError: a worker went away" in other.stderr
 
 
+def test_a_command_leaves_its_heap_out_of_the_exit_collections_and_a_caller_in_its_process_keeps_its_own() -> None:
+    """The interpreter's exit skips collecting what a command loaded (``gc.freeze`` at exit); until then a caller
+    that ran the command in its own process (a test, a notebook) keeps every object collectable."""
+    code = ("import atexit, gc, sys; from mission_gym.scripts.cli import command_main\n"
+            "atexit.register(lambda: print('at exit', gc.get_freeze_count() > 0))\n"  # runs after the command's
+            "for _ in range(2):\n    command_main(lambda argv: 0)(None)\n"
+            "print('after', gc.get_freeze_count())")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.split("\n")[:2] == ["after 0", "at exit True"], proc.stdout + proc.stderr
+
+
 @pytest.mark.slow
 def test_a_fresh_core_install_trains_the_quick_preset_and_evaluates_it(tmp_path: Path) -> None:
     """``pip install -e .`` (no extras; torch installed first, as the Makefile does) in a new virtual environment."""

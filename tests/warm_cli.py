@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mission_gym.training import warm
+from mission_gym.vec.subproc import FORKSERVER_FROZEN
 
 WARM = sys.platform.startswith("linux")
 _server_started = False
@@ -33,7 +34,7 @@ def _start_server() -> None:
 
     global _server_started
     if not _server_started:
-        multiprocessing.get_context("forkserver").set_forkserver_preload(warm.PRELOAD)
+        multiprocessing.get_context("forkserver").set_forkserver_preload([*warm.PRELOAD, FORKSERVER_FROZEN])
         forkserver.ensure_running()
         _server_started = True
 

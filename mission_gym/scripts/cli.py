@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import os
 import re
@@ -42,6 +43,9 @@ def fail(message: str) -> int:
 #: a command whose reader closed the pipe exits as a shell tool killed by SIGPIPE does (128 + 13)
 BROKEN_PIPE_STATUS = 141
 
+#: what a command registered to run at the interpreter's exit (once per process)
+_AT_EXIT: set[Callable[[], None]] = set()
+
 
 def command_main(main: Callable[[list[str] | None], int]) -> Callable[[list[str] | None], int]:
     """A command's ``main`` that turns an optional package that is not installed (:class:`~mission_gym.optional.
@@ -50,8 +54,14 @@ def command_main(main: Callable[[list[str] | None], int]) -> Callable[[list[str]
 
     @functools.wraps(main)
     def wrapped(argv: list[str] | None = None) -> int:
+        from mission_gym.hardware import freeze_heap
         from mission_gym.optional import MissingExtra
 
+        # at the interpreter's exit, not as main returns: a caller in the same process (a test, a notebook) keeps
+        # its heap collectable until it exits
+        if freeze_heap not in _AT_EXIT:
+            _AT_EXIT.add(freeze_heap)
+            atexit.register(freeze_heap)
         try:
             return main(argv)
         except MissingExtra as exc:

@@ -61,7 +61,7 @@ def prepare(compiled: bool = False) -> None:
     from multiprocessing import forkserver
 
     from mission_gym.hardware import core_ids
-    from mission_gym.vec.subproc import FORKSERVER_GUARD, worker_thread_env
+    from mission_gym.vec.subproc import FORKSERVER_FROZEN, FORKSERVER_GUARD, worker_thread_env
 
     global _prepared
     if _prepared:
@@ -69,7 +69,7 @@ def prepare(compiled: bool = False) -> None:
     _prepared = True
     # a forkserver this process already runs (for env workers) keeps its own list: members then import the rest
     multiprocessing.get_context("forkserver").set_forkserver_preload(
-        [FORKSERVER_GUARD, *PRELOAD, *(COMPILE_PRELOAD if compiled else [])]
+        [FORKSERVER_GUARD, *PRELOAD, *(COMPILE_PRELOAD if compiled else []), FORKSERVER_FROZEN]
     )
     # the forkserver's thread caps (1, a member of one core's: torch and numpy read them as they load) and the
     # launcher's pid for its guard; numba's is its pool's size, so its cores (the launcher's) for a member of several:

@@ -28,6 +28,8 @@ from mission_gym.hardware import THREAD_ENV_VARS
 FORKSERVER_GUARD = "mission_gym.vec.forkserver_guard"
 #: the variable that tells the forkserver this process's pid (``forkserver_guard.TRAINER_PID``)
 TRAINER_PID = "MISSION_GYM_TRAINER_PID"
+#: imported last by a forkserver: what it loaded left out of later garbage collections (never here: importing it acts)
+FORKSERVER_FROZEN = "mission_gym.vec.forkserver_frozen"
 
 
 @contextlib.contextmanager
@@ -84,7 +86,7 @@ class DeferredSubprocVecEnv(SubprocVecEnv):
         # a forkserver that starts now follows this process's death (one already running was started so too; the
         # kernel ties it to the thread that starts it: training's, which lives as long as the env)
         multiprocessing.get_context("forkserver").set_forkserver_preload(
-            ["__main__", FORKSERVER_GUARD, "stable_baselines3.common.vec_env.subproc_vec_env"]
+            ["__main__", FORKSERVER_GUARD, "stable_baselines3.common.vec_env.subproc_vec_env", FORKSERVER_FROZEN]
         )
         with worker_thread_env():
             SubprocVecEnv.__init__(self, self._env_fns, start_method="forkserver")
