@@ -1,4 +1,4 @@
-"""MujocoVecEnv (mission_gym/vec/mujoco_vec.py) steps Hopper, Walker2d, HalfCheetah and Ant to the bit as SB3's
+"""MujocoVecEnv (mission_gym/vec/mujoco_vec.py) steps Hopper, Walker2d, HalfCheetah, Ant and Humanoid to the bit as SB3's
 DummyVecEnv of gym.make envs does, and is the ``native`` kind of those ids."""
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ from mission_gym.vec.mujoco_vec import MujocoVecEnv  # noqa: E402  (needs mujoco
         ("Ant-v5", {"max_episode_steps": 150}, 1.0, 2),  # contact forces in its cost and its observation
         # flipped over within tens of steps: terminations; no contact forces in the observation
         ("Ant-v5", {"healthy_z_range": (0.45, 1.0), "include_cfrc_ext_in_observation": False}, 1.0, 3),
+        # falls within tens of steps; its observation's bodies' inertia, velocities and forces; the contact cost
+        # clipped at a bound low enough to bite
+        ("Humanoid-v5", {"contact_cost_range": (-np.inf, 1e-3)}, 0.4, 2),
+        ("Humanoid-v5", {"max_episode_steps": 22, "include_cinert_in_observation": False}, 0.4, 1),  # truncations too
     ],
 )
 def test_steps_to_the_bit_as_dummy_vec_env(env_id: str, env_kwargs: dict, scale: float, threads: int) -> None:
@@ -47,9 +51,10 @@ def test_native_is_the_kind_of_the_mujoco_tasks_it_steps() -> None:
     assert resolve_kind("auto", "HalfCheetah-v5", 1, 1) == "native"
     assert resolve_kind("auto", "Hopper-v5", 8, 2, {"render_mode": "rgb_array"}) == "subproc"  # it does not render
     assert resolve_kind("auto", "Ant-v5", 8, 2) == "native"
-    assert resolve_kind("auto", "Humanoid-v5", 8, 2) == "subproc"
+    assert resolve_kind("auto", "Humanoid-v5", 8, 2) == "native"
+    assert resolve_kind("auto", "Swimmer-v5", 8, 2) == "subproc"
     with pytest.raises(ConfigError, match="native"):
-        resolve_kind("native", "Humanoid-v5", 4, 2)
+        resolve_kind("native", "Swimmer-v5", 4, 2)
     with pytest.raises(ValueError, match="render_mode"):
         MujocoVecEnv("Hopper-v5", 1, {"render_mode": "rgb_array"})
 

@@ -1,5 +1,5 @@
 """The vectorised training environment: ``native`` (an env's own batched VecEnv: Mission Gym's ``MissionVecEnv``,
-:class:`~mission_gym.vec.mujoco_vec.MujocoVecEnv` for Hopper-v5, Walker2d-v5, HalfCheetah-v5 and Ant-v5, or
+:class:`~mission_gym.vec.mujoco_vec.MujocoVecEnv` for Hopper-v5, Walker2d-v5, HalfCheetah-v5, Ant-v5 and Humanoid-v5, or
 :class:`~mission_gym.vec.classic_vec.ClassicVecEnv` for CartPole-v1 and Acrobot-v1), ``subproc``
 or ``dummy``, always under a ``VecMonitor``, and under a ``VecNormalize`` when the configuration asks for one.
 
@@ -61,7 +61,7 @@ _PROVIDER_EXTRAS = (("ale_py", "atari", "ALE's games"), ("gymnasium_robotics", "
 
 
 #: the Gymnasium ids with a ``native`` VecEnv besides Mission Gym (:mod:`mission_gym.vec.mujoco_vec`)
-NATIVE_MUJOCO = ("Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5")
+NATIVE_MUJOCO = ("Hopper-v5", "Walker2d-v5", "HalfCheetah-v5", "Ant-v5", "Humanoid-v5")
 #: ... and those of :mod:`mission_gym.vec.classic_vec`
 NATIVE_CLASSIC = ("CartPole-v1", "Acrobot-v1")
 
