@@ -62,7 +62,7 @@ def write_eval_frames(
             img = img.resize((width, max(1, round(img.height * width / img.width))), Image.Resampling.LANCZOS)
         path = out_dir / f"eval_{int(timesteps):012d}_{k:02d}.png"
         tmp = path.with_name(path.name + ".tmp")
-        img.save(tmp, format="PNG", optimize=True)
+        img.save(tmp, format="PNG")  # optimize=True: 7% smaller files at 5x the time (12 against 2.3 ms a frame)
         os.replace(tmp, path)  # a dashboard refresh never reads half a file
         written.append(path)
     sets = frame_sets(out_dir)
