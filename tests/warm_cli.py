@@ -10,33 +10,49 @@ Linux every command does.
 
 from __future__ import annotations
 
+import contextlib
 import locale
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from multiprocessing import forkserver
 from pathlib import Path
 
 from mission_gym.training import warm
 from mission_gym.vec.subproc import FORKSERVER_FROZEN
 
 WARM = sys.platform.startswith("linux")
-_server_started = False
+_server: forkserver.ForkServer | None = None
 
 
-def _start_server() -> None:
-    """This pytest worker's forkserver, once: it imports what a training command imports before its first step,
-    with this process's environment (no thread caps: a command here gets every core, as a new process would)."""
-    import multiprocessing
-    from multiprocessing import forkserver
+def _start_server() -> forkserver.ForkServer:
+    """This pytest worker's forkserver for commands, once: it imports what a training command imports before its
+    first step, with this process's environment (no thread caps: a command here gets every core, as a new process
+    would). A forkserver of its own, not multiprocessing's one per process: a test that ran env workers here first
+    started that one with their short preload list, and every command forked from it then imported torch._dynamo,
+    SB3 and the trainer itself (about 2 s each)."""
+    global _server
+    if _server is None:
+        server = forkserver.ForkServer()
+        server.set_forkserver_preload([*warm.PRELOAD, FORKSERVER_FROZEN])
+        server.ensure_running()
+        _server = server
+    return _server
 
-    global _server_started
-    if not _server_started:
-        multiprocessing.get_context("forkserver").set_forkserver_preload([*warm.PRELOAD, FORKSERVER_FROZEN])
-        forkserver.ensure_running()
-        _server_started = True
+
+@contextlib.contextmanager
+def _forking_from(server: forkserver.ForkServer) -> Iterator[None]:
+    """Processes of the ``forkserver`` context started meanwhile are forked by ``server`` (multiprocessing asks
+    its module-level ``connect_to_new_process`` for each one)."""
+    saved = forkserver.connect_to_new_process
+    forkserver.connect_to_new_process = server.connect_to_new_process
+    try:
+        yield
+    finally:
+        forkserver.connect_to_new_process = saved
 
 
 def run(
@@ -53,12 +69,13 @@ def run(
     ``env_read_as_it_runs`` (variables that only the command reads, e.g. wandb's), it is forked with ``env``."""
     if (env is not None and not env_read_as_it_runs) or not (WARM and warm.is_module_command(argv)):
         return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=text, timeout=timeout, env=env)
-    _start_server()
+    server = _start_server()
     with tempfile.TemporaryDirectory(prefix="warm-cli-") as tmp:
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
         out.touch()
         err.touch()
-        proc = warm.fork(argv, out, err, dict(os.environ if env is None else env), Path(cwd or Path.cwd()).resolve())
+        with _forking_from(server):
+            proc = warm.fork(argv, out, err, dict(os.environ if env is None else env), Path(cwd or Path.cwd()).resolve())
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
