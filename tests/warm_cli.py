@@ -10,16 +10,16 @@ Linux every command does.
 
 from __future__ import annotations
 
-import contextlib
 import locale
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from multiprocessing import forkserver
 from pathlib import Path
+from unittest import mock
 
 from mission_gym.training import warm
 from mission_gym.vec.subproc import FORKSERVER_FROZEN
@@ -43,18 +43,6 @@ def _start_server() -> forkserver.ForkServer:
     return _server
 
 
-@contextlib.contextmanager
-def _forking_from(server: forkserver.ForkServer) -> Iterator[None]:
-    """Processes of the ``forkserver`` context started meanwhile are forked by ``server`` (multiprocessing asks
-    its module-level ``connect_to_new_process`` for each one)."""
-    saved = forkserver.connect_to_new_process
-    forkserver.connect_to_new_process = server.connect_to_new_process
-    try:
-        yield
-    finally:
-        forkserver.connect_to_new_process = saved
-
-
 def run(
     argv: Sequence[str],
     cwd: Path | str | None = None,
@@ -74,7 +62,8 @@ def run(
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
         out.touch()
         err.touch()
-        with _forking_from(server):
+        # multiprocessing asks its module-level connect_to_new_process for each process of the forkserver context
+        with mock.patch.object(forkserver, "connect_to_new_process", server.connect_to_new_process):
             proc = warm.fork(argv, out, err, dict(os.environ if env is None else env), Path(cwd or Path.cwd()).resolve())
         try:
             proc.wait(timeout)
